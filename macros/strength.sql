@@ -1,0 +1,38 @@
+{#- Decay and reinforcement, the reference design's rules as pure expressions.
+    Days are fractional: strength is a function of elapsed time, so it never decays twice. -#}
+
+{% macro decay_strength(strength_expr, days_expr) -%}
+greatest(
+    {{ var('strength_floor') }},
+    ({{ strength_expr }}) * pow({{ var('decay_rate_per_day') }}, greatest(({{ days_expr }})::double, 0))
+)
+{%- endmacro %}
+
+{% macro reinforce_strength(strength_expr) -%}
+greatest(
+    {{ var('strength_floor') }},
+    ({{ strength_expr }}) * (1 - {{ var('reinforce_step') }}) + {{ var('reinforce_step') }}
+)
+{%- endmacro %}
+
+{% macro days_between(from_ts, to_ts) -%}
+(epoch({{ to_ts }}) - epoch({{ from_ts }})) / 86400.0
+{%- endmacro %}
+
+{#- Fold a list of gaps (days between consecutive reinforcing events, starting from creation)
+    into a strength: decay over each gap, then reinforce. Start at 1.0. -#}
+{% macro fold_strength(gaps_list_expr) -%}
+list_reduce(
+    {{ gaps_list_expr }},
+    lambda s, gap: {{ reinforce_strength(decay_strength('s', 'gap')) }},
+    1.0::double
+)
+{%- endmacro %}
+
+{% macro as_of_timestamp() -%}
+  {%- if var('as_of') is none -%}
+    '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp
+  {%- else -%}
+    '{{ var("as_of") }}'::timestamp
+  {%- endif -%}
+{%- endmacro %}

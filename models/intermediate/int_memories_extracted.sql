@@ -1,0 +1,66 @@
+{#- One row per (message sentence, kind) that an extraction rule matched: a candidate memory.
+    Incremental: only messages loaded since the last run are read, so old messages are never
+    re-extracted (edit rules -> rebuild this model with --full-refresh). -#}
+{{ config(materialized='incremental', incremental_strategy='append') }}
+
+with messages as (
+    select
+        m.message_id,
+        m.user_id,
+        m.content,
+        m.message_at,
+        l.loaded_at
+    from {{ ref('session_messages') }} as m
+    inner join {{ ref('session_log') }} as l using (landing_id)
+    where m.role in ({% for r in var('extract_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor %})
+    {% if is_incremental() %}
+      and l.loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
+    {% endif %}
+),
+
+sentences as (
+    select
+        message_id,
+        user_id,
+        message_at,
+        loaded_at,
+        trim(sentence) as sentence
+    from messages,
+        unnest(regexp_split_to_array(content, '[.!?;。！？；\n]+')) as s(sentence)
+    where length(trim(sentence)) > 1
+),
+
+rules as (
+    select * from {{ ref('extraction_rules') }}
+),
+
+matched as (
+    select
+        s.message_id,
+        s.user_id,
+        s.message_at,
+        s.loaded_at,
+        r.rule_id,
+        r.kind,
+        nullif(r.slot, '') as slot,
+        trim(regexp_replace(s.sentence, r.pattern, r.template)) as content,
+        row_number() over (
+            partition by s.message_id, s.sentence, r.kind order by r.priority, r.rule_id
+        ) as rule_rank
+    from sentences as s
+    inner join rules as r on regexp_full_match(s.sentence, r.pattern)
+)
+
+select
+    md5(concat_ws('|', message_id, kind, content)) as extraction_id,
+    message_id,
+    user_id,
+    rule_id,
+    kind,
+    slot,
+    content,
+    message_at,
+    loaded_at
+from matched
+where rule_rank = 1
+qualify row_number() over (partition by message_id, kind, content order by rule_id) = 1

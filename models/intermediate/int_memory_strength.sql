@@ -1,0 +1,67 @@
+{#- One row per memory: strength as of the build's as_of time, folded from the memory's
+    reinforcing events (repeat mentions and recall accesses) in time order. A pure function of
+    (events, as_of): building twice, or daily, gives the same strength as building once. -#}
+with memories as (
+    select memory_id, created_at, mentioned_at
+    from {{ ref('int_memories_consolidated') }}
+),
+
+as_of as (
+    select {{ as_of_timestamp() }} as as_of_at
+),
+
+accesses as (
+    select e.memory_id, e.accessed_at as event_at, true as is_access
+    from {{ ref('stg_recall_events') }} as e
+    inner join memories as m using (memory_id)
+    where e.accessed_at >= m.created_at
+),
+
+repeat_mentions as (
+    select memory_id, unnest(mentioned_at[2:]) as event_at, false as is_access
+    from memories
+),
+
+events as (
+    select *
+    from (
+        select * from accesses
+        union all
+        select * from repeat_mentions
+    )
+    where event_at <= (select as_of_at from as_of)
+),
+
+gaps as (
+    select
+        e.memory_id,
+        e.event_at,
+        e.is_access,
+        {{ days_between('coalesce(lag(e.event_at) over (partition by e.memory_id order by e.event_at), m.created_at)', 'e.event_at') }} as gap_days
+    from events as e
+    inner join memories as m using (memory_id)
+),
+
+folded as (
+    select
+        memory_id,
+        {{ fold_strength('list(gap_days order by event_at)') }} as strength_at_last_event,
+        max(event_at) as last_event_at,
+        max(event_at) filter (where is_access) as last_accessed,
+        count(*) filter (where is_access) as access_count
+    from gaps
+    group by memory_id
+)
+
+select
+    m.memory_id,
+    {{ decay_strength(
+        'coalesce(f.strength_at_last_event, 1.0)',
+        days_between('coalesce(f.last_event_at, m.created_at)', 'a.as_of_at')
+    ) }} as strength,
+    f.last_accessed,
+    coalesce(f.access_count, 0) as access_count,
+    a.as_of_at as strength_as_of
+from memories as m
+cross join as_of as a
+left join folded as f using (memory_id)

@@ -1,0 +1,64 @@
+{#- One row per landed row, typed, with its message_id resolved and the first reason it is
+    rejected (NULL when it is accepted). -#}
+with landed as (
+    select * from {{ ref('session_log') }}
+),
+
+typed as (
+    select
+        landing_id,
+        nullif(trim(user_id), '') as user_id,
+        nullif(trim(session_id), '') as session_id,
+        nullif(trim(agent_id), '') as agent_id,
+        try_cast(msg_seq as integer) as msg_seq,
+        lower(trim(role)) as role,
+        content,
+        is_invalid_utf8,
+        try_cast(ts as timestamptz) at time zone 'UTC' as message_at,
+        coalesce(
+            nullif(trim(message_id), ''),
+            'm_' || md5(concat_ws('|', user_id, session_id, msg_seq, ts, content))
+        ) as message_id,
+        try_cast(landed_at as timestamptz) at time zone 'UTC' as landed_at,
+        ts as ts_raw,
+        msg_seq as msg_seq_raw,
+        landing_file
+    from landed
+),
+
+checked as (
+    select
+        *,
+        case
+            when user_id is null then 'null_user'
+            when session_id is null then 'null_session'
+            when is_invalid_utf8 then 'invalid_utf8'
+            when content is null or regexp_full_match(content, '\s*') then 'empty_content'
+            when role is null or role not in (
+                {%- for r in var('accepted_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor -%}
+            ) then 'unknown_role'
+            when msg_seq is null then 'invalid_msg_seq'
+            when message_at is null then 'invalid_timestamp'
+            when message_at > coalesce(landed_at, message_at)
+                + to_minutes({{ var('max_future_skew_minutes') }}::bigint) then 'future_timestamp'
+        end as row_reject_reason
+    from typed
+),
+
+deduplicated as (
+    select
+        *,
+        row_number() over (
+            partition by message_id, row_reject_reason is null
+            order by landed_at, landing_id
+        ) as id_occurrence
+    from checked
+)
+
+select
+    * exclude (row_reject_reason, id_occurrence),
+    coalesce(
+        row_reject_reason,
+        case when id_occurrence > 1 then 'duplicate_message_id' end
+    ) as reject_reason
+from deduplicated

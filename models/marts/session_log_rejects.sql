@@ -1,0 +1,17 @@
+{#- One row per rejected landed row, with everything that landed and the reason. Nothing a writer
+    sent is lost: a row is either in session_messages or here. -#}
+select
+    landing_id,
+    reject_reason,
+    message_id,
+    user_id,
+    session_id,
+    agent_id,
+    msg_seq_raw,
+    role,
+    content,
+    ts_raw,
+    landed_at,
+    landing_file
+from {{ ref('int_messages_validated') }}
+where reject_reason is not null

@@ -1,0 +1,30 @@
+{#- One row per recall access event: a recall returned memory_id to user_id at accessed_at. -#}
+{{ config(materialized='incremental', incremental_strategy='append') }}
+
+with landed as (
+    select *
+    from {{ read_landing('access', {
+        'event_id': 'VARCHAR',
+        'memory_id': 'VARCHAR',
+        'user_id': 'VARCHAR',
+        'query_id': 'VARCHAR',
+        'accessed_at': 'VARCHAR',
+    }) }}
+),
+
+renamed as (
+    select
+        event_id,
+        memory_id,
+        user_id,
+        query_id,
+        try_cast(accessed_at as timestamptz) at time zone 'UTC' as accessed_at
+    from landed
+    where event_id is not null and memory_id is not null
+    qualify row_number() over (partition by event_id order by _landing_file) = 1
+)
+
+select * from renamed
+{% if is_incremental() %}
+where event_id not in (select event_id from {{ this }})
+{% endif %}

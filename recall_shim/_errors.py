@@ -1,0 +1,35 @@
+"""Exceptions raised by the recall shim. All derive from :class:`AgentMemoryError`."""
+
+from __future__ import annotations
+
+
+class AgentMemoryError(Exception):
+    """Base class for every error the shim raises on purpose."""
+
+
+class StoreNotBuilt(AgentMemoryError):
+    """No published serving snapshot exists yet: run ``agent-memory build`` first."""
+
+
+class DimensionMismatch(AgentMemoryError):
+    """A vector's length differs from the store's configured embedding dimension."""
+
+
+class InvalidQuery(AgentMemoryError):
+    """A recall request is malformed (empty text, bad top_k, NaN in a vector, ...)."""
+
+
+class InvalidInput(AgentMemoryError):
+    """An ingest file or a remembered message cannot be read at all."""
+
+
+class UnknownEmbeddingModel(AgentMemoryError):
+    """The configured embedding model is not in the registry."""
+
+
+class BuildFailed(AgentMemoryError):
+    """``dbt build`` exited non-zero; its output is attached."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output

@@ -1,0 +1,66 @@
+"""Where a store's files live. One DuckDB path names a whole store:
+
+    <stem>.duckdb            the warehouse: written only by ``dbt build`` (one builder at a time)
+    <stem>.inbox/messages/   immutable JSONL landing files, one per write (session log rows)
+    <stem>.inbox/access/     immutable JSONL landing files of recall access events
+    <stem>.serving/          published read-only snapshots ``snap-*.duckdb`` + ``.ready`` markers
+    <stem>.build.lock        serialises builds
+    <stem>.dbt/              dbt's target/ and logs/ for this store
+
+The same derivation is written in Jinja in ``macros/store_paths.sql``; keep them in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EMPTY_MARKER = "_empty.jsonl"
+
+
+@dataclass(frozen=True)
+class StorePaths:
+    db: Path
+
+    @classmethod
+    def of(cls, db: str | Path) -> "StorePaths":
+        return cls(Path(db).expanduser().resolve())
+
+    @property
+    def stem(self) -> Path:
+        return self.db.with_suffix("") if self.db.suffix == ".duckdb" else self.db
+
+    def _sibling(self, suffix: str) -> Path:
+        return self.stem.with_name(self.stem.name + suffix)
+
+    @property
+    def inbox(self) -> Path:
+        return self._sibling(".inbox")
+
+    @property
+    def messages(self) -> Path:
+        return self.inbox / "messages"
+
+    @property
+    def access(self) -> Path:
+        return self.inbox / "access"
+
+    @property
+    def serving(self) -> Path:
+        return self._sibling(".serving")
+
+    @property
+    def build_lock(self) -> Path:
+        return self._sibling(".build.lock")
+
+    @property
+    def dbt_dir(self) -> Path:
+        return self._sibling(".dbt")
+
+    def ensure(self) -> "StorePaths":
+        """Create the folders and the empty landing files that keep DuckDB's globs non-empty."""
+        for d in (self.db.parent, self.messages, self.access, self.serving):
+            d.mkdir(parents=True, exist_ok=True)
+        for d in (self.messages, self.access):
+            (d / EMPTY_MARKER).touch(exist_ok=True)
+        return self
