@@ -1,1 +1,36 @@
-"""agent-memory recall shim."""
+"""agent-memory's recall shim: write to the session log, build, recall, format prompts.
+
+    from recall_shim import MemoryStore
+    store = MemoryStore("data/agent_memory.duckdb")
+    store.remember("alice", "I prefer tables", session_id="s1")
+    store.build()
+    print(store.prompt(["how should I format answers?"], user_id="alice"))
+"""
+
+from ._errors import (
+    AgentMemoryError,
+    BuildFailed,
+    DimensionMismatch,
+    InvalidInput,
+    InvalidQuery,
+    StoreNotBuilt,
+    UnknownEmbeddingModel,
+)
+from ._prompt import format_prompt
+from ._serving import RecalledMemory
+from ._store import BuildResult, IngestReport, MemoryStore
+
+__all__ = [
+    "MemoryStore",
+    "RecalledMemory",
+    "IngestReport",
+    "BuildResult",
+    "format_prompt",
+    "AgentMemoryError",
+    "BuildFailed",
+    "DimensionMismatch",
+    "InvalidInput",
+    "InvalidQuery",
+    "StoreNotBuilt",
+    "UnknownEmbeddingModel",
+]

@@ -10,7 +10,7 @@ typed as (
         nullif(trim(user_id), '') as user_id,
         nullif(trim(session_id), '') as session_id,
         nullif(trim(agent_id), '') as agent_id,
-        try_cast(msg_seq as integer) as msg_seq,
+        try_cast(msg_seq as bigint) as msg_seq,
         lower(trim(role)) as role,
         content,
         is_invalid_utf8,

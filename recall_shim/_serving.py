@@ -1,0 +1,177 @@
+"""Read side: open the newest published serving snapshot read-only and run its compiled recall
+statement with bound parameters. No dbt, no Jinja, no lock the builder needs."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+
+from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from ._paths import StorePaths
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    """One recalled memory. ``similarity`` is raw cosine; ``score`` = strength x similarity."""
+
+    memory_id: str
+    kind: str
+    content: str
+    similarity: float
+    strength: float
+    score: float
+    source_message_ids: list[str]
+    rank: int
+    intent: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "kind": self.kind,
+            "content": self.content,
+            "similarity": round(self.similarity, 6),
+            "strength": round(self.strength, 6),
+            "score": round(self.score, 6),
+            "source_message_ids": list(self.source_message_ids),
+            "rank": self.rank,
+        }
+
+
+@dataclass
+class RecallSettings:
+    sql_text: str
+    embedding_model: str
+    embedding_dim: int
+    embedding_query_form: str
+    default_top_k: int
+    default_min_sim: float
+    max_top_k: int
+
+
+def ready_snapshots(paths: StorePaths) -> list[Path]:
+    """Published snapshots (their .ready marker exists), oldest first."""
+    if not paths.serving.is_dir():
+        return []
+    names = sorted(n for n in os.listdir(paths.serving) if n.startswith("snap-") and n.endswith(".ready"))
+    out = []
+    for n in names:
+        db = paths.serving / (n[: -len(".ready")] + ".duckdb")
+        if db.exists():
+            out.append(db)
+    return out
+
+
+def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
+    """Delete all but the newest ``keep`` published snapshots (and stray unpublished files older
+    than the newest published one). Open readers keep reading an unlinked file until they close."""
+    ready = ready_snapshots(paths)
+    removed = 0
+    for db in ready[: max(0, len(ready) - keep)]:
+        for p in (db.with_suffix(".ready"), db, db.with_suffix(".duckdb.wal")):
+            try:
+                p.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+    if ready:
+        newest = ready[-1].name
+        for n in os.listdir(paths.serving):
+            if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
+                (paths.serving / n).unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+@dataclass
+class SnapshotReader:
+    """Holds one open snapshot; reopens when a newer one is published."""
+
+    paths: StorePaths
+    _path: Path | None = None
+    _con: duckdb.DuckDBPyConnection | None = None
+    _settings: RecallSettings | None = None
+    _known_users: set[str] = field(default_factory=set)
+
+    def refresh(self) -> None:
+        ready = ready_snapshots(self.paths)
+        if not ready:
+            raise StoreNotBuilt(
+                f"no published snapshot for {self.paths.db}: run `agent-memory build --db {self.paths.db}` first"
+            )
+        newest = ready[-1]
+        if newest == self._path and self._con is not None:
+            return
+        con = duckdb.connect(str(newest), read_only=True)
+        row = con.execute(
+            "select sql_text, embedding_model, embedding_dim, embedding_query_form, default_top_k,"
+            " default_min_sim, max_top_k from recall_queries where query_name = 'recall'"
+        ).fetchall()
+        if not row:
+            con.close()
+            raise StoreNotBuilt(f"snapshot {newest} has no compiled recall query")
+        self.close()
+        self._con, self._path = con, newest
+        self._settings = RecallSettings(*row[0])
+
+    @property
+    def settings(self) -> RecallSettings:
+        self.refresh()
+        assert self._settings is not None
+        return self._settings
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        return self._path
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+        self._con = None
+        self._path = None
+
+    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
+        dim = self.settings.embedding_dim
+        try:
+            arr = np.asarray(vec, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise InvalidQuery(f"query vector is not a list of numbers: {exc}") from None
+        if arr.shape[0] != dim:
+            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
+        if not np.all(np.isfinite(arr)):
+            raise InvalidQuery("query vector contains NaN or infinity")
+        if not np.any(arr):
+            raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
+        return [float(x) for x in arr]
+
+    def run(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+    ) -> list[list[RecalledMemory]]:
+        """Run the compiled statement for several intents at once; one result list per intent."""
+        self.refresh()
+        assert self._con is not None and self._settings is not None
+        if not vectors:
+            return []
+        rows = self._con.execute(
+            self._settings.sql_text,
+            [user_id, [list(v) for v in vectors], int(top_k), float(min_sim), None if kinds is None else list(kinds)],
+        ).fetchall()
+        out: list[list[RecalledMemory]] = [[] for _ in vectors]
+        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources in rows:
+            if any(not math.isfinite(x) for x in (sim, strength, score)):
+                continue
+            out[intent_id - 1].append(
+                RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
+                               list(sources or []), int(rank), intent_id - 1)
+            )
+        return out

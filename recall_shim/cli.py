@@ -1,0 +1,217 @@
+"""``agent-memory``: a thin command line over :class:`recall_shim.MemoryStore`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ._errors import AgentMemoryError, BuildFailed, InvalidQuery
+from ._store import DEFAULT_DB_ENV, MemoryStore, project_dir
+
+SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
+
+
+def _store(args: argparse.Namespace) -> MemoryStore:
+    return MemoryStore(args.db)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    store = _store(args)
+    for f in args.files:
+        rep = store.ingest(f, force=args.force)
+        if rep.skipped:
+            print(f"{f}: already ingested into this store (use --force to land it again)")
+        else:
+            print(f"{f}: landed {rep.rows} rows")
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    mid = _store(args).remember(args.user, args.content, role=args.role, session_id=args.session,
+                                msg_seq=args.msg_seq, ts=args.ts, message_id=args.message_id,
+                                agent_id=args.agent)
+    print(mid)
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    vars_ = json.loads(args.vars) if args.vars else None
+    res = _store(args).build(full_refresh=args.full_refresh, vars=vars_, select=args.select)
+    if args.verbose:
+        print(res.output)
+    print(f"built in {res.seconds:.1f}s; serving snapshot: {res.snapshot or '(not published)'}")
+    return 0
+
+
+def _print_results(results: Sequence[Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([m.as_dict() for m in results], ensure_ascii=False))
+        return
+    if not results:
+        print("(no memories above the threshold)")
+    for m in results:
+        print(f"{m.rank:>2}. [{m.kind}] {m.content}  (sim {m.similarity:.3f}, strength {m.strength:.3f}, score {m.score:.3f})")
+
+
+def _batch(store: MemoryStore, path: str, defaults: dict[str, Any]) -> int:
+    fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    failures = 0
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            req: Any = None
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise InvalidQuery("each line must be a JSON object")
+                kinds = req.get("kinds", req.get("kind", defaults["kinds"]))
+                if isinstance(kinds, str):
+                    kinds = [kinds]
+                user = req.get("user_id", defaults["user_id"])
+                if user is None:
+                    raise InvalidQuery("user_id is required")
+                results = store.recall(
+                    req.get("query") if req.get("query") is not None else req.get("vector"),
+                    user_id=user,
+                    top_k=req.get("top_k", defaults["top_k"]),
+                    min_sim=req.get("min_sim", defaults["min_sim"]),
+                    kinds=kinds,
+                    record_access=defaults["record_access"],
+                )
+                out: dict[str, Any] = {"id": req.get("id", lineno), "results": [m.as_dict() for m in results]}
+            except (AgentMemoryError, json.JSONDecodeError) as exc:
+                failures += 1
+                rid = req.get("id", lineno) if isinstance(req, dict) else lineno
+                out = {"id": rid, "error": str(exc)}
+            print(json.dumps(out, ensure_ascii=False), flush=True)
+    return 1 if failures else 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    store = _store(args)
+    kinds = args.kind or None
+    if args.batch:
+        return _batch(store, args.batch, {"user_id": args.user, "top_k": args.top_k, "min_sim": args.min_sim,
+                                          "kinds": kinds, "record_access": not args.no_access})
+    if not args.query:
+        raise InvalidQuery("give a QUERY (several for multi-intent recall) or --batch FILE")
+    if args.user is None:
+        raise InvalidQuery("--user is required: recall is always scoped to one user")
+    groups = store.recall_many(args.query, user_id=args.user, top_k=args.top_k, min_sim=args.min_sim,
+                               kinds=kinds, record_access=not args.no_access)
+    if args.prompt:
+        from ._prompt import format_prompt
+
+        print(format_prompt([m for g in groups for m in g], budget_chars=args.budget))
+        return 0
+    if len(groups) == 1:
+        _print_results(groups[0], args.json)
+        return 0
+    if args.json:
+        print(json.dumps([{"query": q, "results": [m.as_dict() for m in g]} for q, g in zip(args.query, groups)],
+                         ensure_ascii=False))
+        return 0
+    for q, g in zip(args.query, groups):
+        print(f"## {q}")
+        _print_results(g, False)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    store = _store(args)
+    demo_file = project_dir() / "demo" / "session_log.jsonl"
+    rep = store.ingest(demo_file)
+    print(f"1. session log: {demo_file.name}: " + ("already ingested" if rep.skipped else f"landed {rep.rows} rows"))
+    res = store.build()
+    print(f"2. dbt build: extraction, embeddings, decay and tests passed in {res.seconds:.1f}s")
+    print(f"   serving snapshot: {res.snapshot}")
+    print("3. recall for user 'demo' (the reference design's three intents, one statement):")
+    groups = store.recall_many(SEED_QUESTIONS, user_id="demo", top_k=args.top_k, record_access=False)
+    for q, g in zip(SEED_QUESTIONS, groups):
+        print(f"   {q} -> " + (" / ".join(f"{m.content} ({m.similarity:.3f})" for m in g) or "(nothing)"))
+    print("4. system-prompt block:\n")
+    print(store.prompt(SEED_QUESTIONS, user_id="demo", top_k=1, record_access=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None, metavar="PATH",
+                        help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: data/agent_memory.duckdb in the project)")
+    p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt + DuckDB).",
+                                parents=[common])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("ingest", parents=[common], help="land a CSV, JSONL or Parquet file of session-log rows",
+                       description="Land session-log rows (user_id, session_id, msg_seq, role, content, ts, "
+                                   "message_id) from CSV, JSONL or Parquet files. Run `build` to extract them.")
+    s.add_argument("files", nargs="+", metavar="FILE")
+    s.add_argument("--force", action="store_true", help="land a file again even if it was ingested before")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("remember", parents=[common], help="append one message to the session log",
+                       description="Append one message to the session log; prints its message_id.")
+    s.add_argument("content")
+    s.add_argument("--user", required=True)
+    s.add_argument("--role", default="user", help="user, assistant or system (default user)")
+    s.add_argument("--session", default="default")
+    s.add_argument("--msg-seq", type=int, default=None)
+    s.add_argument("--ts", default=None, help="ISO-8601 timestamp (default now, UTC)")
+    s.add_argument("--message-id", default=None)
+    s.add_argument("--agent", default=None)
+    s.set_defaults(func=cmd_remember)
+
+    s = sub.add_parser("build", parents=[common], help="run dbt build and publish a serving snapshot",
+                       description="Run `dbt build` (load landed rows, extract, embed, decay, test) for this "
+                                   "store and publish a read-only serving snapshot.")
+    s.add_argument("--full-refresh", action="store_true")
+    s.add_argument("--vars", default=None, help="dbt vars as JSON, e.g. '{\"as_of\": \"2026-12-01\"}'")
+    s.add_argument("--select", default=None, help="dbt selector")
+    s.add_argument("-v", "--verbose", action="store_true", help="print dbt's output")
+    s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("recall", parents=[common], help="recall a user's memories for one or more queries",
+                       description="Recall memories of one user. Several QUERY arguments are answered in one "
+                                   "statement (multi-intent). --min-sim applies to raw cosine similarity; "
+                                   "results rank by strength x similarity.")
+    s.add_argument("query", nargs="*", metavar="QUERY")
+    s.add_argument("--user", default=None, help="the user scope (required unless every --batch line has user_id)")
+    s.add_argument("--top-k", type=int, default=None)
+    s.add_argument("--min-sim", type=float, default=None)
+    s.add_argument("--kind", action="append", default=None, help="only this kind (repeatable)")
+    s.add_argument("--json", action="store_true", help="print results as JSON")
+    s.add_argument("--prompt", action="store_true", help="print the system-prompt block instead")
+    s.add_argument("--budget", type=int, default=1200, help="prompt size budget in characters")
+    s.add_argument("--batch", default=None, metavar="FILE",
+                   help='JSON lines {"id","user_id","query","top_k","min_sim","kinds"} (- for stdin); '
+                        'prints one {"id","results"} line per query')
+    s.add_argument("--no-access", action="store_true", help="do not record the recall as an access")
+    s.set_defaults(func=cmd_recall)
+
+    s = sub.add_parser("demo", parents=[common], help="ingest the demo log, build, recall the seed's questions",
+                       description="Ingest demo/session_log.jsonl (once per store), build, and recall the "
+                                   "reference design's three questions, printing the prompt block.")
+    s.add_argument("--top-k", type=int, default=3)
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BuildFailed as exc:
+        print(f"agent-memory: {exc}\n{exc.output[-4000:]}", file=sys.stderr)
+        return 1
+    except AgentMemoryError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
