@@ -149,26 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", parents=[common], help="land a CSV, JSONL or Parquet file of session-log rows",
                        description="Land session-log rows (user_id, session_id, msg_seq, role, content, ts, "
                                    "message_id) from CSV, JSONL or Parquet files. Run `build` to extract them.")
-    s.add_argument("files", nargs="+", metavar="FILE")
+    s.add_argument("files", nargs="+", metavar="FILE", help="CSV, JSONL or Parquet files")
     s.add_argument("--force", action="store_true", help="land a file again even if it was ingested before")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("remember", parents=[common], help="append one message to the session log",
                        description="Append one message to the session log; prints its message_id.")
-    s.add_argument("content")
-    s.add_argument("--user", required=True)
+    s.add_argument("content", help="the message text")
+    s.add_argument("--user", required=True, help="the user the message belongs to")
     s.add_argument("--role", default="user", help="user, assistant or system (default user)")
-    s.add_argument("--session", default="default")
-    s.add_argument("--msg-seq", type=int, default=None)
+    s.add_argument("--session", default="default", help="session id (default: default)")
+    s.add_argument("--msg-seq", type=int, default=None, help="position in the session (default: a clock value)")
     s.add_argument("--ts", default=None, help="ISO-8601 timestamp (default now, UTC)")
-    s.add_argument("--message-id", default=None)
-    s.add_argument("--agent", default=None)
+    s.add_argument("--message-id", default=None, help="message id (default: generated)")
+    s.add_argument("--agent", default=None, help="the agent that logged the message")
     s.set_defaults(func=cmd_remember)
 
     s = sub.add_parser("build", parents=[common], help="run dbt build and publish a serving snapshot",
                        description="Run `dbt build` (load landed rows, extract, embed, decay, test) for this "
                                    "store and publish a read-only serving snapshot.")
-    s.add_argument("--full-refresh", action="store_true")
+    s.add_argument("--full-refresh", action="store_true", help="rebuild incremental models from the landed files")
     s.add_argument("--vars", default=None, help="dbt vars as JSON, e.g. '{\"as_of\": \"2026-12-01\"}'")
     s.add_argument("--select", default=None, help="dbt selector")
     s.add_argument("-v", "--verbose", action="store_true", help="print dbt's output")
@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "results rank by strength x similarity.")
     s.add_argument("query", nargs="*", metavar="QUERY")
     s.add_argument("--user", default=None, help="the user scope (required unless every --batch line has user_id)")
-    s.add_argument("--top-k", type=int, default=None)
-    s.add_argument("--min-sim", type=float, default=None)
+    s.add_argument("--top-k", type=int, default=None, help="results per query (default: var recall_top_k)")
+    s.add_argument("--min-sim", type=float, default=None, help="minimum raw cosine similarity (default: var recall_min_sim)")
     s.add_argument("--kind", action="append", default=None, help="only this kind (repeatable)")
     s.add_argument("--json", action="store_true", help="print results as JSON")
     s.add_argument("--prompt", action="store_true", help="print the system-prompt block instead")
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", parents=[common], help="ingest the demo log, build, recall the seed's questions",
                        description="Ingest demo/session_log.jsonl (once per store), build, and recall the "
                                    "reference design's three questions, printing the prompt block.")
-    s.add_argument("--top-k", type=int, default=3)
+    s.add_argument("--top-k", type=int, default=3, help="results per question (default 3)")
     s.set_defaults(func=cmd_demo)
     return p
 

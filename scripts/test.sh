@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up, then run every test: dbt parse, the full dbt build (models + data tests + unit tests)
+# on a scratch store, and the pytest suite (which runs real dbt builds on temporary stores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export OMP_WAIT_POLICY=passive DBT_SEND_ANONYMOUS_USAGE_STATS=false
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+echo "== dbt build on a scratch store with the demo log"
+AGENT_MEMORY_DB="$scratch/ci.duckdb" .venv/bin/agent-memory ingest demo/session_log.jsonl --db "$scratch/ci.duckdb"
+AGENT_MEMORY_DB="$scratch/ci.duckdb" DBT_TARGET_PATH="$scratch/target" DBT_LOG_PATH="$scratch/logs" \
+  .venv/bin/dbt build --project-dir . --profiles-dir .
+echo "== pytest"
+set +e
+.venv/bin/python -m pytest -q "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"

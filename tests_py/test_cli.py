@@ -1,0 +1,69 @@
+"""The console script is a thin layer over the same API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from recall_shim import MemoryStore
+from recall_shim.cli import build_parser
+
+EXE = str(Path(sys.executable).with_name("agent-memory"))
+
+
+def run(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *args], input=stdin, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_every_command_is_documented() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert {"ingest", "remember", "build", "recall", "demo"} <= set(sub.choices)
+    for name, p in sub.choices.items():
+        assert p.description, name
+        assert "--db" in p.format_help(), name
+        for action in p._actions:
+            if action.option_strings and action.dest not in ("help",):
+                assert action.help, f"{name} {action.option_strings} has no help"
+
+
+def test_recall_json_and_batch(demo_store: MemoryStore, tmp_path: Path) -> None:
+    db = str(demo_store.paths.db)
+    out = run("recall", "喜欢什么输出方式", "--user", "demo", "--json", "--top-k", "2", "--min-sim", "0", "--db", db)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    assert len(results) == 2 and results[0]["kind"] == "preference"
+    assert set(results[0]) >= {"memory_id", "kind", "content", "similarity", "strength", "score", "source_message_ids"}
+    batch = tmp_path / "q.jsonl"
+    batch.write_text(
+        json.dumps({"id": "a", "user_id": "demo", "query": "熟悉什么部署工具", "top_k": 1, "min_sim": 0}) + "\n"
+        + json.dumps({"id": "b", "user_id": "alice", "query": "where does she live?", "top_k": 3}) + "\n"
+        + json.dumps({"id": "c", "user_id": "demo", "query": ""}) + "\n"
+    )
+    out = run("recall", "--batch", str(batch), "--db", db, "--no-access")
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [x["id"] for x in lines] == ["a", "b", "c"]
+    assert lines[0]["results"][0]["kind"] == "skill" and len(lines[0]["results"]) == 1
+    assert "error" in lines[2] and "empty" in lines[2]["error"]
+    assert out.returncode == 1  # one line failed
+
+
+def test_env_db_and_clear_errors(demo_store: MemoryStore, tmp_path: Path) -> None:
+    out = run("recall", "x", "--json", "--user", "demo", env={"AGENT_MEMORY_DB": str(demo_store.paths.db)})
+    assert out.returncode == 0 and isinstance(json.loads(out.stdout), list)
+    out = run("recall", "x", "--user", "demo", "--db", str(tmp_path / "never-built.duckdb"))
+    assert out.returncode == 2 and "agent-memory build" in out.stderr and "Traceback" not in out.stderr
+    out = run("recall", "x", "--db", str(demo_store.paths.db))
+    assert out.returncode == 2 and "--user is required" in out.stderr
+
+
+def test_demo_command(tmp_path: Path) -> None:
+    out = run("demo", "--db", str(tmp_path / "d.duckdb"))
+    assert out.returncode == 0, out.stderr
+    assert "用户偏好简洁的输出，喜欢用表格" in out.stdout and "Preferences:" in out.stdout
+    again = run("demo", "--db", str(tmp_path / "d.duckdb"))
+    assert again.returncode == 0 and "already ingested" in again.stdout
