@@ -209,10 +209,20 @@ class MemoryStore:
         if kinds is not None:
             if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
                 raise InvalidQuery("kinds must be a list of kind names")
-        results = self._reader.run(user_id, self._vectors(queries), k, float(ms), kinds)
+        texts = [q if isinstance(q, str) else None for q in queries]
+        results = self._reader.run(user_id, self._vectors(queries), k, float(ms), kinds, texts)
         if record_access:
             self._record_access(user_id, results)
         return results
+
+    def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
+        """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
+        choosing ``min_sim`` at a quantile (see ``agent-memory similarity``)."""
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise InvalidQuery("user_id is required: similarity is always scoped to one user")
+        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
 
     def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
         """Recall the best memories of ``user_id`` for one query text or vector."""
