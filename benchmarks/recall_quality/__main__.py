@@ -28,6 +28,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 AS_OF = "2026-09-06 00:00:00"  # the day after the development set's last message
+# Each user's conversations are shifted in time so that every user's last message falls on the
+# same day (order and gaps within a user are kept). Otherwise most users' memories have long
+# decayed to the floor by AS_OF and the decay A/B would compare constants: the agent is assumed to
+# ask right after each user's latest session.
 MODES = [("bm25", {"fusion_method": "lexical"}), ("vector", {"fusion_method": "vector"}), ("hybrid (shipped)", {})]
 DECAY_SETTINGS = [
     ("decay 0.95/day, floor 0.3 (shipped)", {}),
@@ -44,6 +48,24 @@ def cli(db: Path, *args: str, stdin: str | None = None) -> str:
     if proc.returncode not in (0, 1):
         raise SystemExit(f"agent-memory {args[0]} failed:\n{proc.stderr[-3000:]}")
     return proc.stdout
+
+
+def aligned_log(dest: Path) -> Path:
+    """Write the development log with each user's timeline shifted to end on the set's last day."""
+    from datetime import datetime
+
+    fmt = "%Y-%m-%d %H:%M:%S"
+    rows = [json.loads(line) for line in (DATA / "session_log.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    end = max(datetime.strptime(r["ts"], fmt) for r in rows)
+    last: dict[str, datetime] = {}
+    for r in rows:
+        t = datetime.strptime(r["ts"], fmt)
+        last[r["user_id"]] = max(last.get(r["user_id"], t), t)
+    with open(dest, "w", encoding="utf-8") as fh:
+        for r in rows:
+            r["ts"] = (datetime.strptime(r["ts"], fmt) + (end - last[r["user_id"]])).strftime(fmt)
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return dest
 
 
 def load_questions() -> list[dict[str, Any]]:
@@ -119,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions()
     base_vars = json.loads(args.vars)
     print(f"development set: {len(questions)} questions; store {db}", flush=True)
-    print(cli(db, "ingest", str(DATA / "session_log.jsonl")).strip(), flush=True)
+    print(cli(db, "ingest", str(aligned_log(out / "session_log.aligned.jsonl"))).strip(), flush=True)
     top_k = max(max(args.k), 10)
     metrics = [f"any@{k}" for k in args.k] + [f"frac@{k}" for k in args.k] + ["ndcg@10", "mrr"]
 
