@@ -138,6 +138,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from ._server import serve
+    except ImportError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+    serve(args.db, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from ._mcp import run_stdio
+    except ImportError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+    run_stdio(args.db)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, metavar="PATH",
@@ -197,6 +217,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reference design's three questions, printing the prompt block.")
     s.add_argument("--top-k", type=int, default=3, help="results per question (default 3)")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("serve", parents=[common], help="run the HTTP JSON API (OpenAPI at /openapi.json)",
+                       description="Run a long-lived HTTP server over this store: remember, ingest, recall, "
+                                   "recall-many, prompt, forget, build, health. The model and the compiled "
+                                   "query stay loaded; reads use published snapshots, so it never blocks a "
+                                   "build. See docs/server.md.")
+    s.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
+    s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765)")
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="server log level (default info)")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("mcp", parents=[common], help="run an MCP server over stdio for agent runtimes",
+                       description="Serve the memory operations as MCP tools over stdin/stdout (remember, "
+                                   "ingest, recall, recall_many, prompt, forget, health, build). See "
+                                   "docs/server.md.")
+    s.set_defaults(func=cmd_mcp)
     return p
 
 
