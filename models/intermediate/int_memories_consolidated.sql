@@ -5,7 +5,11 @@ with candidates as (
     select
         *,
         lower(regexp_replace(trim(content), '\s+', ' ', 'g')) as normalised_content
-    from {{ ref('int_memories_extracted') }}
+    from (
+        select * from {{ ref('int_memories_extracted') }}
+        union all by name
+        select * from {{ ref('int_memories_llm_extracted') }}
+    )
 ),
 
 grouped as (
