@@ -158,6 +158,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ._report import write_report
+
+    path = write_report(args.db if args.db is not None else _store(args).paths.db, args.out)
+    print(f"report written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, metavar="PATH",
@@ -217,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reference design's three questions, printing the prompt block.")
     s.add_argument("--top-k", type=int, default=3, help="results per question (default 3)")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("report", parents=[common], help="write a self-contained HTML report with plots",
+                       description="Write one HTML page (inline SVG, no external URLs) about this store: "
+                                   "memories per kind over time, strength and similarity histograms, most "
+                                   "accessed memories, what the last build added. See docs/report.md.")
+    s.add_argument("--out", default="report.html", metavar="FILE", help="output file (default report.html)")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP JSON API (OpenAPI at /openapi.json)",
                        description="Run a long-lived HTTP server over this store: remember, ingest, recall, "
