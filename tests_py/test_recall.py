@@ -22,7 +22,7 @@ def test_seed_questions_rank_their_memory_first(demo_store: MemoryStore) -> None
         for m in g:
             # fused relevance (<= 1) times the strength factor; strength x cosine itself is
             # checked by the seed fidelity dbt tests with fusion 'vector'
-            assert 0 < m.score <= 1 and 0.3 <= m.strength <= 1
+            assert 0 <= m.score <= 1 and 0.3 <= m.strength <= 1
             assert m.source_message_ids and all(s.startswith("demo-") for s in m.source_message_ids)
 
 
