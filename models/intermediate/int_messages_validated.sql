@@ -34,9 +34,7 @@ checked as (
             when session_id is null then 'null_session'
             when is_invalid_utf8 then 'invalid_utf8'
             when content is null or regexp_full_match(content, '\s*') then 'empty_content'
-            when role is null or role not in (
-                {%- for r in var('accepted_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor -%}
-            ) then 'unknown_role'
+            when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null then 'invalid_timestamp'
             when message_at > coalesce(landed_at, message_at)
