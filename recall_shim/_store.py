@@ -154,7 +154,11 @@ class MemoryStore:
         started = time.monotonic()
         with open(self.paths.build_lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True)
+            # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
+            # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
+            # with it on the warehouse file.
+            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
+                                  pass_fds=(lock.fileno(),))
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         output = proc.stdout + proc.stderr
         if proc.returncode != 0:
