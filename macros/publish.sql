@@ -14,6 +14,10 @@
       create table serving_snapshot.main.long_term_memory as
         select * from {{ ltm }} where valid_to is null;
       create table serving_snapshot.main.recall_queries as select * from {{ rq }};
+      {%- set ris = adapter.get_relation(database=target.database, schema=target.schema, identifier='recall_index_settings') %}
+      {%- if ris is not none %}
+      create table serving_snapshot.main.recall_index_settings as select * from {{ ris }};
+      {%- endif %}
       detach serving_snapshot;
       copy (select '{{ invocation_id }}' as invocation_id) to '{{ name }}.ready' (format csv);
     {%- else -%}

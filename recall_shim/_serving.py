@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,7 +15,12 @@ import duckdb
 import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from ._index import SnapshotIndex, build_index, index_dir
 from ._paths import StorePaths
+
+# The index reproduces the vector-only compiled statement ($1..$5). A statement with more
+# parameters (e.g. a lexical leg) is run as compiled until the index is wired into it.
+INDEXED_PARAMETERS = 5
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,31 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
             if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
                 (paths.serving / n).unlink(missing_ok=True)
                 removed += 1
+    # index folders whose snapshot is gone, and temporary ones a killed builder left behind
+    # (builds hold the build lock, so no index is being written while this runs)
+    for n in os.listdir(paths.serving):
+        p = paths.serving / n
+        if n.startswith("snap-") and ".index" in n and p.is_dir():
+            snap = paths.serving / (n.split(".index", 1)[0] + ".duckdb")
+            if not n.endswith(".index") or not snap.exists():
+                shutil.rmtree(p, ignore_errors=True)
+                removed += 1
     return removed
+
+
+def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | None, str]:
+    """Build ``snapshot``'s serving index from the newest older index (incrementally where it
+    can). A failure is reported, not raised: the snapshot is then served by its compiled statement."""
+    older = [s for s in ready_snapshots(paths) if s.name < snapshot.name and (index_dir(s) / "meta.json").exists()]
+    try:
+        stats = build_index(snapshot, index_dir(older[-1]) if older else None)
+    except Exception as exc:  # noqa: BLE001 - serving falls back to the compiled statement
+        return None, f"\nserving index not built for {snapshot.name}: {exc!r}\n"
+    return stats, f"\nserving index for {snapshot.name}: {stats}\n"
+
+
+def parameter_count(sql_text: str) -> int:
+    return max((int(n) for n in re.findall(r"\$(\d+)", sql_text)), default=0)
 
 
 @dataclass
@@ -97,6 +128,7 @@ class SnapshotReader:
     _con: duckdb.DuckDBPyConnection | None = None
     _settings: RecallSettings | None = None
     _known_users: set[str] = field(default_factory=set)
+    _index: SnapshotIndex | None = None
 
     def refresh(self) -> None:
         ready = ready_snapshots(self.paths)
@@ -106,6 +138,8 @@ class SnapshotReader:
             )
         newest = ready[-1]
         if newest == self._path and self._con is not None:
+            if self._index is None and (index_dir(newest) / "meta.json").exists():
+                self._index = self._open_index(newest)  # published after the snapshot
             return
         con = duckdb.connect(str(newest), read_only=True)
         row = con.execute(
@@ -118,6 +152,21 @@ class SnapshotReader:
         self.close()
         self._con, self._path = con, newest
         self._settings = RecallSettings(*row[0])
+        self._index = self._open_index(newest)
+
+    def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
+        assert self._settings is not None
+        if parameter_count(self._settings.sql_text) != INDEXED_PARAMETERS:
+            return None
+        index = SnapshotIndex.open(snapshot)
+        if index is not None and index.dim != self._settings.embedding_dim:
+            return None
+        return index
+
+    @property
+    def indexed(self) -> bool:
+        """Whether recall is served by the snapshot's index (else by the compiled statement)."""
+        return self._index is not None
 
     @property
     def settings(self) -> RecallSettings:
@@ -134,6 +183,7 @@ class SnapshotReader:
             self._con.close()
         self._con = None
         self._path = None
+        self._index = None
 
     def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
         dim = self.settings.embedding_dim
@@ -162,6 +212,8 @@ class SnapshotReader:
         assert self._con is not None and self._settings is not None
         if not vectors:
             return []
+        if self._index is not None:
+            return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         rows = self._con.execute(
             self._settings.sql_text,
             [user_id, [list(v) for v in vectors], int(top_k), float(min_sim), None if kinds is None else list(kinds)],
@@ -174,4 +226,25 @@ class SnapshotReader:
                 RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
                                list(sources or []), int(rank), intent_id - 1)
             )
+        return out
+
+    def _run_indexed(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's answer, from the index (see recall_shim/_index.py)."""
+        assert self._index is not None
+        index = self._index
+        out: list[list[RecalledMemory]] = []
+        for intent, hits in enumerate(index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k, min_sim, kinds)):
+            group = []
+            for rank, h in enumerate(hits, start=1):
+                content, sources = index.payload_of(h.row)
+                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                            list(sources), rank, intent))
+            out.append(group)
         return out

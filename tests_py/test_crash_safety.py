@@ -121,7 +121,7 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
         # whatever was killed, readers see only whole published snapshots and keep working
         for snap in ready_snapshots(store.paths):
             con = duckdb.connect(str(snap), read_only=True)
-            assert con.execute("select count(*) from long_term_memory").fetchone()[0] >= 1
+            assert con.execute("select count(*) from long_term_memory").fetchall()[0][0] >= 1
             con.close()
         hits = store.recall("what does the user drink?", user_id="u", min_sim=0.0, record_access=False)
         assert hits and store.snapshot_path in ready_snapshots(store.paths)

@@ -1,0 +1,414 @@
+"""Indexed recall: a sidecar beside each published snapshot that answers the vector leg of recall
+in about a millisecond at a million memories, with the compiled statement's exact semantics.
+
+Layout: ``snap-X.duckdb`` gets ``snap-X.index/`` (written to a temporary folder, then renamed, so a
+reader sees a whole index or none). Rows are the snapshot's current memories sorted by
+(user_id, id64), so one user's memories are one contiguous block:
+
+    meta.json          format, dim, kinds, settings, per-user IVF files
+    users.npy          sorted user ids (bytes); user_start.npy (start, stop) row of each user
+    id64.npy           stable 62-bit id per memory (md5 of memory_id), sorted within a user
+    memory_id.npy      memory ids (bytes)       kind.npy   kind codes     strength.npy  float64
+    vectors.npy        raw float32 embeddings   norm.npy   float64 L2 norms (0 = never ranks)
+    payload.bin/.npy   JSON [content, source_message_ids] per row + offsets
+    ivf-<n>.faiss      faiss IVF-Flat over the normalised vectors of one user with many memories
+
+Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
+(numpy over that block: well under a millisecond). A bigger user's IVF yields candidates by
+cosine; they are re-ranked exactly (score = strength x cosine in float64, threshold on raw cosine,
+kind filter, ties by memory_id) and the candidate set is widened (more probes, more candidates)
+until no memory outside it could still enter the top k: every score is at most s_max x cosine,
+so once the worst retrieved cosine bounds every possible outsider below the k-th score, the
+answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed). Past
+``max_share`` of the block it falls back to the exact scan.
+
+Incremental: the builder reuses the previous snapshot's IVF of each big user, removes the ids that
+left and adds only the new memories; it retrains when a user grew ``retrain_growth`` times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+
+FORMAT = 1
+TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Tunables (dbt vars ``recall_index_*``, published in the snapshot's recall_index_settings)."""
+
+    min_rows: int = 20_000        # users with more memories than this get an IVF index
+    nprobe: int = 12              # IVF lists probed on the first try
+    candidates: int = 128         # candidates fetched on the first try (at least 8 x top_k)
+    max_share: float = 0.25       # widen up to this share of a user's memories, then scan exactly
+    lists_per_sqrt: float = 4.0   # nlist = lists_per_sqrt x sqrt(user rows)
+    retrain_growth: float = 2.0   # retrain a user's IVF once it grew this many times
+
+    @classmethod
+    def from_snapshot(cls, con: duckdb.DuckDBPyConnection) -> "IndexSettings":
+        names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+        if "recall_index_settings" not in names:
+            return cls()
+        row = con.sql("select * from recall_index_settings").to_arrow_table().to_pylist()
+        values = row[0] if row else {}
+        kw = {f.name: type(getattr(cls(), f.name))(values[f.name]) for f in fields(cls) if values.get(f.name) is not None}
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: int
+    memory_id: str
+    kind: str
+    similarity: float
+    strength: float
+    score: float
+
+
+def index_dir(snapshot: Path) -> Path:
+    return snapshot.with_suffix(".index")
+
+
+def _faiss() -> Any:
+    import faiss
+
+    return faiss
+
+
+# --- building -------------------------------------------------------------------------------
+
+def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[str, Any]:
+    n = con.execute("select count(*) from long_term_memory where valid_to is null").fetchall()[0][0]
+    vec = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, dim))
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("user", "id64", "memory_id", "kind", "strength")}
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    reader = con.sql(
+        "select user_id, (md5_number_upper(memory_id) >> 2)::bigint as id64, memory_id, kind, strength,"
+        " embedding, content, source_message_ids from long_term_memory where valid_to is null"
+        " order by user_id, id64").to_arrow_reader(50_000)
+    pos = 0
+    with open(out / "payload.bin", "wb") as payload:
+        for batch in reader:
+            m = batch.num_rows
+            for name, col in (("user", 0), ("id64", 1), ("memory_id", 2), ("kind", 3), ("strength", 4)):
+                arr = batch.column(col)
+                cols[name].append(np.asarray(arr.to_numpy(zero_copy_only=False)))
+            emb = batch.column(5)
+            flat = np.asarray(emb.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+            if emb.null_count:
+                valid = ~np.asarray(emb.is_null().to_numpy(zero_copy_only=False))
+                block = np.zeros((m, dim), dtype=np.float32)
+                block[valid] = flat.reshape(-1, dim)
+            else:
+                block = flat.reshape(m, dim)
+            vec[pos : pos + m] = block
+            for i, (content, sources) in enumerate(zip(batch.column(6).to_pylist(), batch.column(7).to_pylist())):
+                data = json.dumps([content, sources or []], ensure_ascii=False).encode("utf-8")
+                payload.write(data)
+                offsets[pos + i + 1] = offsets[pos + i] + len(data)
+            pos += m
+    vec.flush()
+    np.save(out / "payload.npy", offsets)
+    joined = {k: (np.concatenate(v) if v else np.array([])) for k, v in cols.items()}
+    return {"n": n, "vectors": vec, **joined}
+
+
+def _norms(vec: np.ndarray) -> np.ndarray:
+    out = np.empty(len(vec), dtype=np.float64)
+    for s in range(0, len(vec), 100_000):
+        block = vec[s : s + 100_000].astype(np.float64)
+        out[s : s + 100_000] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    out[~np.isfinite(out)] = 0.0
+    return out
+
+
+def _unit_rows(vec: np.ndarray, norm: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    x = np.asarray(vec[rows], dtype=np.float32)
+    return x / norm[rows, None].astype(np.float32)
+
+
+def _train_ivf(x: np.ndarray, ids: np.ndarray, settings: IndexSettings, dim: int) -> Any:
+    faiss = _faiss()
+    nlist = int(max(16, min(65_536, settings.lists_per_sqrt * np.sqrt(len(x)))))
+    quantizer = faiss.IndexFlatIP(dim)
+    ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    rng = np.random.default_rng(len(x))
+    sample = x[np.sort(rng.choice(len(x), min(len(x), nlist * 40), replace=False))]
+    ivf.cp.niter = 10
+    ivf.train(sample)
+    ivf.add_with_ids(x, ids)
+    return ivf
+
+
+def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
+    """Write ``snap-X.index/`` for ``snapshot``, reusing ``previous`` (an older index folder) for
+    big users whose IVF can be updated in place. Returns what it did (for logs and benchmarks)."""
+    faiss = _faiss()
+    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    started = time.monotonic()
+    final = index_dir(snapshot)
+    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    con = duckdb.connect(str(snapshot), read_only=True)
+    try:
+        settings = IndexSettings.from_snapshot(con)
+        dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])
+        if not con.execute("select count(*) from long_term_memory where valid_to is null").fetchall()[0][0]:
+            shutil.rmtree(tmp)
+            return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
+        data = _read_snapshot(con, tmp, dim)
+    finally:
+        con.close()
+    vec = data["vectors"]
+    norm = _norms(vec)
+    users, user_start, user_stop = _blocks(data["user"])
+    kinds = sorted({str(k) for k in np.unique(data["kind"].astype(object))}) if data["n"] else []
+    kind_code = {k: i for i, k in enumerate(kinds)}
+    np.save(tmp / "users.npy", np.array([str(u).encode() for u in users], dtype=object).astype(bytes))
+    np.save(tmp / "user_start.npy", np.stack([user_start, user_stop], axis=1))
+    np.save(tmp / "id64.npy", data["id64"].astype(np.int64))
+    np.save(tmp / "memory_id.npy", np.array([str(m).encode() for m in data["memory_id"]], dtype=bytes))
+    np.save(tmp / "kind.npy", np.array([kind_code[str(k)] for k in data["kind"]], dtype=np.int16))
+    np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
+    np.save(tmp / "norm.npy", norm)
+
+    prev_meta = _load_meta(previous) if previous is not None else None
+    reusable = prev_meta is not None and prev_meta["dim"] == dim and prev_meta["format"] == FORMAT
+    big: dict[str, dict[str, Any]] = {}
+    stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0}
+    for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
+        if hi - lo <= settings.min_rows:
+            continue
+        rows = np.arange(lo, hi)[norm[lo:hi] > 0]
+        ids = data["id64"][rows].astype(np.int64)
+        name = f"ivf-{len(big)}.faiss"
+        old = prev_meta["ivf"].get(str(user)) if reusable else None
+        ivf = None
+        if old is not None and len(rows) <= old["trained_rows"] * settings.retrain_growth:
+            prev_ids = _user_ids(previous, prev_meta, str(user))
+            if prev_ids is not None:
+                ivf = faiss.read_index(str(previous / old["file"]))
+                gone = np.setdiff1d(prev_ids, ids, assume_unique=True)
+                new = np.isin(ids, prev_ids, invert=True, kind="sort")
+                if len(gone):
+                    ivf.remove_ids(faiss.IDSelectorBatch(gone))
+                if new.any():
+                    ivf.add_with_ids(_unit_rows(vec, norm, rows[new]), ids[new])
+                stats["added"] += int(new.sum())
+                stats["removed"] += len(gone)
+                trained_rows = old["trained_rows"]
+        if ivf is None:
+            ivf = _train_ivf(_unit_rows(vec, norm, rows), ids, settings, dim)
+            stats["trained"] += 1
+            stats["added"] += len(rows)
+            trained_rows = len(rows)
+        faiss.write_index(ivf, str(tmp / name))
+        big[str(user)] = {"file": name, "trained_rows": int(trained_rows), "nlist": int(ivf.nlist)}
+        stats["indexed_users"] += 1
+    meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": kinds,
+            "settings": asdict(settings), "ivf": big, "stats": stats}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    del vec
+    _fsync_tree(tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+    stats["seconds"] = round(time.monotonic() - started, 3)
+    return stats
+
+
+def _blocks(user: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(users sorted by UTF-8 bytes, start row, stop row) of each user's contiguous block."""
+    if len(user) == 0:
+        return [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(user[1:] != user[:-1]) + 1
+    starts = np.concatenate([[0], change]).astype(np.int64)
+    stops = np.append(starts[1:], len(user)).astype(np.int64)
+    names = [str(user[i]) for i in starts]
+    order = sorted(range(len(names)), key=lambda i: names[i].encode())
+    return [names[i] for i in order], starts[order], stops[order]
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in folder.iterdir():
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _load_meta(folder: Path | None) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / "meta.json").read_text()) if folder is not None else None
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _user_ids(folder: Path, meta: dict[str, Any], user: str) -> np.ndarray | None:
+    users = np.load(folder / "users.npy")
+    i = int(np.searchsorted(users, user.encode()))
+    if i >= len(users) or users[i] != user.encode():
+        return None
+    lo, hi = np.load(folder / "user_start.npy")[i]
+    ids = np.asarray(np.load(folder / "id64.npy", mmap_mode="r")[lo:hi])
+    return ids[np.asarray(np.load(folder / "norm.npy", mmap_mode="r")[lo:hi]) > 0]
+
+
+# --- searching ------------------------------------------------------------------------------
+
+class SnapshotIndex:
+    """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
+
+    def __init__(self, folder: Path) -> None:
+        meta = _load_meta(folder)
+        if meta is None or meta.get("format") != FORMAT:
+            raise FileNotFoundError(f"no usable index in {folder}")
+        self.folder = folder
+        self.meta = meta
+        self.dim: int = meta["dim"]
+        self.settings = IndexSettings(**meta["settings"])
+        self.kinds: list[str] = meta["kinds"]
+        load = lambda name: np.load(folder / f"{name}.npy", mmap_mode="r")  # noqa: E731
+        self.users = np.load(folder / "users.npy")
+        self.user_start = np.load(folder / "user_start.npy")
+        self.id64, self.memory_id, self.kind = load("id64"), load("memory_id"), np.load(folder / "kind.npy")
+        self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
+        self.vectors, self.payload_off = load("vectors"), np.load(folder / "payload.npy")
+        self.payload = np.memmap(folder / "payload.bin", dtype=np.uint8, mode="r") if self.payload_off[-1] else b""
+        self._ivf: dict[str, Any] = {}
+        for user in self.meta["ivf"]:  # load now, not on a request
+            self._ivf_of(user)
+
+    @classmethod
+    def open(cls, snapshot: Path) -> "SnapshotIndex | None":
+        folder = index_dir(snapshot)
+        if not (folder / "meta.json").exists():
+            return None
+        try:
+            return cls(folder)
+        except (FileNotFoundError, ValueError, KeyError, OSError):
+            return None
+
+    def block(self, user_id: str) -> tuple[int, int]:
+        key = user_id.encode()
+        i = int(np.searchsorted(self.users, key))
+        if i >= len(self.users) or self.users[i] != key:
+            return 0, 0
+        return int(self.user_start[i][0]), int(self.user_start[i][1])
+
+    def payload_of(self, row: int) -> tuple[str, list[str]]:
+        lo, hi = int(self.payload_off[row]), int(self.payload_off[row + 1])
+        content, sources = json.loads(bytes(self.payload[lo:hi]).decode("utf-8"))
+        return content, sources
+
+    def _ivf_of(self, user_id: str) -> Any:
+        if user_id not in self._ivf:
+            faiss = _faiss()
+            # in RAM: a memory-mapped IVF pays page faults on every list it touches first
+            self._ivf[user_id] = faiss.read_index(str(self.folder / self.meta["ivf"][user_id]["file"]))
+        return self._ivf[user_id]
+
+    def search(self, user_id: str, vectors: np.ndarray, top_k: int, min_sim: float,
+               kinds: Sequence[str] | None) -> list[list[Hit]]:
+        """Top ``top_k`` memories of ``user_id`` per query vector, ranked like the compiled
+        statement: strength x cosine desc, then memory_id; cosine >= ``min_sim``; kind filter."""
+        lo, hi = self.block(user_id)
+        q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, self.dim)
+        if hi == lo:
+            return [[] for _ in q64]
+        allowed = None
+        if kinds is not None:
+            codes = [self.kinds.index(k) for k in set(kinds) if k in self.kinds]
+            allowed = np.zeros(max(1, len(self.kinds)), dtype=bool)
+            allowed[codes] = True
+            if not allowed.any():
+                return [[] for _ in q64]
+        big = user_id in self.meta["ivf"]
+        out = []
+        for q in q64:
+            qn = q / np.linalg.norm(q)
+            if big:
+                out.append(self._search_ivf(user_id, lo, hi, qn, top_k, min_sim, allowed))
+            else:
+                out.append(self._scan(lo, hi, qn, top_k, min_sim, allowed))
+        return out
+
+    def _final(self, rows: np.ndarray, qn: np.ndarray, top_k: int, min_sim: float,
+               allowed: np.ndarray | None) -> tuple[list[Hit], np.ndarray]:
+        """Exact float64 scoring of ``rows``; returns (top hits, cosines of all rows)."""
+        rows = np.unique(rows)
+        norm = self.norm[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = (np.asarray(self.vectors[rows], dtype=np.float64) @ qn) / norm
+        ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim) & np.isfinite(self.strength[rows])
+        if allowed is not None:
+            ok &= allowed[self.kind[rows]]
+        r, c = rows[ok], cos[ok]
+        score = self.strength[r] * c
+        ids = self.memory_id[r]
+        order = np.lexsort((ids, -score))[:top_k]
+        hits = [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
+                    float(score[i])) for i in order]
+        return hits, cos
+
+    def _scan(self, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+              allowed: np.ndarray | None) -> list[Hit]:
+        """Exact: float32 screening of the whole block, float64 re-rank of everything that
+        could still be in the top k."""
+        rows = np.arange(lo, hi)
+        if allowed is not None:
+            rows = rows[allowed[self.kind[lo:hi]]]
+        norm = self.norm[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = (self.vectors[rows] @ qn.astype(np.float32)).astype(np.float64) / norm
+        ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim - TIE_MARGIN)
+        rows, cos = rows[ok], cos[ok]
+        if len(rows) > top_k:
+            score = self.strength[rows] * cos
+            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+            keep = score >= kth - TIE_MARGIN
+            rows = rows[keep]
+        return self._final(rows, qn, top_k, min_sim, allowed)[0]
+
+    def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+                    allowed: np.ndarray | None) -> list[Hit]:
+        faiss = _faiss()
+        faiss.omp_set_num_threads(1)  # one query at a time: threads cost more than they give
+        ivf = self._ivf_of(user_id)
+        s = self.settings
+        strength = self.strength[lo:hi]
+        s_max, s_min = float(np.nanmax(strength)), float(np.nanmin(strength))
+        k_cand, nprobe = max(s.candidates, 8 * top_k), s.nprobe
+        block_ids = self.id64[lo:hi]
+        q32 = qn.astype(np.float32).reshape(1, -1)
+        while True:
+            params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
+            _, found = ivf.search(q32, k_cand, params=params)
+            ids = found[0][found[0] >= 0]
+            rows = lo + np.searchsorted(block_ids, ids)
+            hits, cos = self._final(rows, qn, top_k, min_sim, allowed)
+            if len(ids) == k_cand:
+                worst = float(np.nanmin(cos)) if len(cos) else -1.0
+                if worst < min_sim - TIE_MARGIN:
+                    return hits  # every outsider is below the threshold
+                if len(hits) == top_k:
+                    kth = hits[-1].score
+                    bound = s_max * worst if worst >= 0 else s_min * worst
+                    if bound < kth - TIE_MARGIN:
+                        return hits  # no outsider can reach the k-th score
+            elif nprobe >= ivf.nlist:
+                return hits  # every list was probed: the candidate set is the whole block
+            if k_cand * 2 > s.max_share * (hi - lo) or nprobe * 2 > ivf.nlist * s.max_share:
+                return self._scan(lo, hi, qn, top_k, min_sim, allowed)
+            k_cand, nprobe = k_cand * 2, nprobe * 2
