@@ -105,10 +105,10 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[
                 cols[name].append(np.asarray(arr.to_numpy(zero_copy_only=False)))
             emb = batch.column(5)
             flat = np.asarray(emb.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
-            if emb.null_count:
+            if emb.null_count:  # NULL embeddings become zero vectors, which never rank
                 valid = ~np.asarray(emb.is_null().to_numpy(zero_copy_only=False))
                 block = np.zeros((m, dim), dtype=np.float32)
-                block[valid] = flat.reshape(-1, dim)
+                block[valid] = flat.reshape(m, dim)[valid] if len(flat) == m * dim else flat.reshape(-1, dim)
             else:
                 block = flat.reshape(m, dim)
             vec[pos : pos + m] = block
