@@ -41,6 +41,7 @@ import numpy as np
 
 FORMAT = 1
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
+SCAN_CHUNK = 65_536  # rows per exact-scan step
 
 
 @dataclass(frozen=True)
@@ -286,9 +287,32 @@ class SnapshotIndex:
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vectors, self.payload_off = load("vectors"), np.load(folder / "payload.npy")
         self.payload = np.memmap(folder / "payload.bin", dtype=np.uint8, mode="r") if self.payload_off[-1] else b""
+        # Rows of indexed users are read with pread (page cache, not this process's RSS); small
+        # users' blocks are scanned through the memory map.
+        self._fd = os.open(folder / "vectors.npy", os.O_RDONLY)
+        self._row_bytes = self.dim * 4
         self._ivf: dict[str, Any] = {}
         for user in self.meta["ivf"]:  # load now, not on a request
             self._ivf_of(user)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._ivf.clear()
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+    def _read_block(self, lo: int, hi: int) -> np.ndarray:
+        data = os.pread(self._fd, (hi - lo) * self._row_bytes, self.vectors.offset + lo * self._row_bytes)
+        return np.frombuffer(data, dtype=np.float32).reshape(hi - lo, self.dim)
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        size, base = self._row_bytes, self.vectors.offset
+        data = b"".join(os.pread(self._fd, size, base + int(r) * size) for r in rows)
+        return np.frombuffer(data, dtype=np.float32).reshape(len(rows), self.dim)
 
     @classmethod
     def open(cls, snapshot: Path) -> "SnapshotIndex | None":
@@ -350,7 +374,7 @@ class SnapshotIndex:
         rows = np.unique(rows)
         norm = self.norm[rows]
         with np.errstate(invalid="ignore", divide="ignore"):
-            cos = (np.asarray(self.vectors[rows], dtype=np.float64) @ qn) / norm
+            cos = (self._gather(rows).astype(np.float64) @ qn) / norm
         ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim) & np.isfinite(self.strength[rows])
         if allowed is not None:
             ok &= allowed[self.kind[rows]]
@@ -364,22 +388,27 @@ class SnapshotIndex:
 
     def _scan(self, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
               allowed: np.ndarray | None) -> list[Hit]:
-        """Exact: float32 screening of the whole block, float64 re-rank of everything that
-        could still be in the top k."""
-        rows = np.arange(lo, hi)
-        if allowed is not None:
-            rows = rows[allowed[self.kind[lo:hi]]]
-        norm = self.norm[rows]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cos = (self.vectors[rows] @ qn.astype(np.float32)).astype(np.float64) / norm
-        ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim - TIE_MARGIN)
-        rows, cos = rows[ok], cos[ok]
-        if len(rows) > top_k:
-            score = self.strength[rows] * cos
-            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
-            keep = score >= kth - TIE_MARGIN
-            rows = rows[keep]
-        return self._final(rows, qn, top_k, min_sim, allowed)[0]
+        """Exact: float32 screening of the whole block in chunks, keeping each chunk's top k
+        (with a margin for float32 error), then the float64 re-rank of what was kept."""
+        q32 = qn.astype(np.float32)
+        mapped = hi - lo <= self.settings.min_rows
+        keep = [np.zeros(0, dtype=np.int64)]
+        for a in range(lo, hi, SCAN_CHUNK):
+            b = min(hi, a + SCAN_CHUNK)
+            block = self.vectors[a:b] if mapped else self._read_block(a, b)
+            norm = self.norm[a:b]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cos = (block @ q32).astype(np.float64) / norm
+            ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim - TIE_MARGIN)
+            if allowed is not None:
+                ok &= allowed[self.kind[a:b]]
+            rows = np.flatnonzero(ok)
+            if len(rows) > top_k:
+                score = self.strength[a + rows] * cos[rows]
+                kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+                rows = rows[score >= kth - TIE_MARGIN]
+            keep.append(rows + a)
+        return self._final(np.concatenate(keep), qn, top_k, min_sim, allowed)[0]
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
                     allowed: np.ndarray | None) -> list[Hit]:

@@ -183,6 +183,8 @@ class SnapshotReader:
             self._con.close()
         self._con = None
         self._path = None
+        if self._index is not None:
+            self._index.close()
         self._index = None
 
     def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:

@@ -87,7 +87,8 @@ def compiled_recall_queries(dim: int, workdir: Path) -> Path:
     env = dict(os.environ, AGENT_MEMORY_DB=str(db), DBT_TARGET_PATH=str(workdir / "target"),
                DBT_LOG_PATH=str(workdir / "logs"), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     dbt = Path(sys.executable).with_name("dbt")
-    subprocess.run([str(dbt) if dbt.exists() else "dbt", "run", "--select", "recall_queries", "--project-dir",
+    subprocess.run([str(dbt) if dbt.exists() else "dbt", "run", "--select", "recall_queries recall_index_settings",
+                    "--project-dir",
                     str(ROOT), "--profiles-dir", str(ROOT), "--vars", json.dumps({"embedding_dim": dim})],
                    cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return db
@@ -104,6 +105,7 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
     con = duckdb.connect(str(path))
     con.execute(f"attach '{rq_db}' as rq (read_only)")
     con.execute("create table recall_queries as select * from rq.main.recall_queries")
+    con.execute("create table recall_index_settings as select * from rq.main.recall_index_settings")
     con.execute("detach rq")
     con.execute(f"""create table long_term_memory (
         memory_id varchar, user_id varchar, kind varchar, slot varchar, content varchar,
