@@ -147,6 +147,7 @@ def _train_ivf(x: np.ndarray, ids: np.ndarray, settings: IndexSettings, dim: int
     sample = x[np.sort(rng.choice(len(x), min(len(x), nlist * 40), replace=False))]
     ivf.cp.niter = 10
     ivf.train(sample)
+    ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # re-ranking reads vectors by id from RAM
     ivf.add_with_ids(x, ids)
     return ivf
 
@@ -171,6 +172,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
         data = _read_snapshot(con, tmp, dim)
     finally:
         con.close()
+    read_s = time.monotonic() - started
     vec = data["vectors"]
     norm = _norms(vec)
     users, user_start, user_stop = _blocks(data["user"])
@@ -202,8 +204,9 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
                 ivf = faiss.read_index(str(previous / old["file"]))
                 gone = np.setdiff1d(prev_ids, ids, assume_unique=True)
                 new = np.isin(ids, prev_ids, invert=True, kind="sort")
-                if len(gone):
-                    ivf.remove_ids(faiss.IDSelectorBatch(gone))
+                if len(gone):  # O(removed) with the hash-table direct map
+                    gone = np.ascontiguousarray(gone, dtype=np.int64)
+                    ivf.remove_ids(faiss.IDSelectorArray(len(gone), faiss.swig_ptr(gone)))
                 if new.any():
                     ivf.add_with_ids(_unit_rows(vec, norm, rows[new]), ids[new])
                 stats["added"] += int(new.sum())
@@ -225,6 +228,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
     stats["seconds"] = round(time.monotonic() - started, 3)
+    stats["read_snapshot_seconds"] = round(read_s, 3)  # O(store) copy; the rest is IVF work
     return stats
 
 
@@ -292,8 +296,11 @@ class SnapshotIndex:
         self._fd = os.open(folder / "vectors.npy", os.O_RDONLY)
         self._row_bytes = self.dim * 4
         self._ivf: dict[str, Any] = {}
+        self._strength_range: dict[str, tuple[float, float]] = {}
         for user in self.meta["ivf"]:  # load now, not on a request
             self._ivf_of(user)
+            lo, hi = self.block(user)
+            self._strength_range[user] = (float(np.nanmax(self.strength[lo:hi])), float(np.nanmin(self.strength[lo:hi])))
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -368,13 +375,16 @@ class SnapshotIndex:
                 out.append(self._scan(lo, hi, qn, top_k, min_sim, allowed))
         return out
 
-    def _final(self, rows: np.ndarray, qn: np.ndarray, top_k: int, min_sim: float,
-               allowed: np.ndarray | None) -> tuple[list[Hit], np.ndarray]:
-        """Exact float64 scoring of ``rows``; returns (top hits, cosines of all rows)."""
-        rows = np.unique(rows)
-        norm = self.norm[rows]
+    def _cosines(self, rows: np.ndarray, qn: np.ndarray, mapped: bool) -> np.ndarray:
+        """float64 cosines of ``rows`` from the stored vectors (memory map or pread)."""
+        x = self.vectors[rows] if mapped else self._gather(rows)
         with np.errstate(invalid="ignore", divide="ignore"):
-            cos = (self._gather(rows).astype(np.float64) @ qn) / norm
+            return (np.asarray(x, dtype=np.float64) @ qn) / self.norm[rows]
+
+    def _final(self, rows: np.ndarray, cos: np.ndarray, top_k: int, min_sim: float,
+               allowed: np.ndarray | None) -> list[Hit]:
+        """Rank ``rows`` (unique) with their float64 cosines like the compiled statement."""
+        norm = self.norm[rows]
         ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim) & np.isfinite(self.strength[rows])
         if allowed is not None:
             ok &= allowed[self.kind[rows]]
@@ -382,9 +392,8 @@ class SnapshotIndex:
         score = self.strength[r] * c
         ids = self.memory_id[r]
         order = np.lexsort((ids, -score))[:top_k]
-        hits = [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
+        return [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
                     float(score[i])) for i in order]
-        return hits, cos
 
     def _scan(self, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
               allowed: np.ndarray | None) -> list[Hit]:
@@ -408,7 +417,8 @@ class SnapshotIndex:
                 kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
                 rows = rows[score >= kth - TIE_MARGIN]
             keep.append(rows + a)
-        return self._final(np.concatenate(keep), qn, top_k, min_sim, allowed)[0]
+        rows = np.concatenate(keep)
+        return self._final(rows, self._cosines(rows, qn, mapped), top_k, min_sim, allowed)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
                     allowed: np.ndarray | None) -> list[Hit]:
@@ -416,8 +426,7 @@ class SnapshotIndex:
         faiss.omp_set_num_threads(1)  # one query at a time: threads cost more than they give
         ivf = self._ivf_of(user_id)
         s = self.settings
-        strength = self.strength[lo:hi]
-        s_max, s_min = float(np.nanmax(strength)), float(np.nanmin(strength))
+        s_max, s_min = self._strength_range[user_id]
         k_cand, nprobe = max(s.candidates, 8 * top_k), s.nprobe
         block_ids = self.id64[lo:hi]
         q32 = qn.astype(np.float32).reshape(1, -1)
@@ -426,7 +435,9 @@ class SnapshotIndex:
             _, found = ivf.search(q32, k_cand, params=params)
             ids = found[0][found[0] >= 0]
             rows = lo + np.searchsorted(block_ids, ids)
-            hits, cos = self._final(rows, qn, top_k, min_sim, allowed)
+            # the IVF holds the unit vectors in RAM: re-rank from them, no disk read per request
+            cos = np.asarray(ivf.reconstruct_batch(ids), dtype=np.float64) @ qn
+            hits = self._final(rows, cos, top_k, min_sim, allowed)
             if len(ids) == k_cand:
                 worst = float(np.nanmin(cos)) if len(cos) else -1.0
                 if worst < min_sim - TIE_MARGIN:

@@ -105,7 +105,7 @@ def recall_at_k(found: list[list[str]], truth: list[list[str]]) -> float:
     return float(np.mean([len(set(f) & set(t)) / max(1, len(t)) for f, t in zip(found, truth)]))
 
 
-def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float) -> dict:
+def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float, extra: int) -> dict:
     spec = SynthSpec(n, dim)
     rq = compiled_recall_queries(dim, work)
     store_db = work / f"n{n}d{dim}.duckdb"
@@ -147,6 +147,15 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
     rcon.close()
     ref_ids = [[content_to_id[c] for c in out] for out in ref_out]
 
+    incremental = None
+    if extra:
+        print(f"[n={n} d={dim}] incremental index update (+{extra:,} memories)...", flush=True)
+        after = write_snapshot(SynthSpec(n, dim, extra=extra), serving, rq)
+        shutil.rmtree(index_dir(after), ignore_errors=True)
+        incremental = build_index(after, index_dir(snap))
+        shutil.rmtree(index_dir(after), ignore_errors=True)
+        after.unlink()
+        after.with_suffix(".ready").unlink()
     rows = {
         "reference recall": (ref_times, recall_at_k(ref_ids, truth[:slow_q])),
         "duckdb compiled statement": (db_times, recall_at_k(db_ids, truth[:slow_q])),
@@ -154,7 +163,7 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
         "shipped (index)": (shipped["times"][1:], recall_at_k(shipped["ids"], truth)),
     }
     return {"n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim, "snapshot_s": gen_s,
-            "index_build_s": index_s, "shipped_indexed": shipped["indexed"], "shipped_peak_rss_mb": shipped["peak_rss_mb"],
+            "index_build_s": index_s, "incremental": incremental, "shipped_indexed": shipped["indexed"], "shipped_peak_rss_mb": shipped["peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"],
             "index_mb": sum(f.stat().st_size for f in index_dir(snap).iterdir()) / 2**20,
             "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
@@ -173,6 +182,10 @@ def table(result: dict) -> str:
     lines += ["", f"shipped serving process peak RSS: {result['shipped_peak_rss_mb']:,.0f} MB "
               f"(index on disk {result['index_mb']:,.0f} MB; open + first recall {result['shipped_open_s']:.1f} s); "
               f"index build from the snapshot: {result['index_build_s']:.0f} s"]
+    inc = result.get("incremental")
+    if inc:
+        lines.append(f"incremental index update after +{inc['added']:,} memories: {inc['seconds']:.0f} s, of which "
+                     f"{inc['read_snapshot_seconds']:.0f} s copying the snapshot's rows (retrained: {inc['trained']})")
     return "\n".join(lines)
 
 
@@ -186,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-sim", type=float, default=0.5, help="raw-cosine threshold")
     ap.add_argument("--quick", action="store_true", help="50k memories, 50 queries, 5 slow ones (a smoke run)")
     ap.add_argument("--workdir", default=str(ROOT / "benchmarks" / "recall_speed" / "out"))
+    ap.add_argument("--incremental", type=int, default=0,
+                    help="also time the index update after this many new memories (e.g. 10000)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args(argv)
     if a.quick:
@@ -193,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(a.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    results = [run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim) for n in a.sizes.split(",")]
+    results = [run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim, a.incremental)
+               for n in a.sizes.split(",")]
     print()
     for r in results:
         print(table(r))

@@ -39,6 +39,7 @@ class SynthSpec:
     big_user_share: float = 0.99  # the rest is spread over small users
     small_users: int = 100
     seed: int = 7
+    extra: int = 0  # memories added after the first n (an incremental build's new memories)
 
     @property
     def clusters(self) -> int:
@@ -97,7 +98,8 @@ def compiled_recall_queries(dim: int, workdir: Path) -> Path:
 def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
     """Write ``serving/snap-<...>.duckdb`` + ``.ready`` for ``spec``; returns the snapshot path."""
     serving.mkdir(parents=True, exist_ok=True)
-    path = serving / f"snap-20260101T000000000000-n{spec.n}d{spec.dim}.duckdb"
+    stamp = "20260102" if spec.extra else "20260101"
+    path = serving / f"snap-{stamp}T000000000000-n{spec.n}d{spec.dim}x{spec.extra}.duckdb"
     if path.with_suffix(".ready").exists():
         return path
     path.unlink(missing_ok=True)
@@ -112,8 +114,9 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
         embedding float[{spec.dim}], created_at timestamp, last_accessed timestamp, access_count bigint,
         strength double, mention_count bigint, source_message_ids varchar[], valid_from timestamp,
         valid_to timestamp, strength_as_of timestamp, embedding_model varchar)""")
-    for start in range(0, spec.n, CHUNK):
-        stop = min(spec.n, start + CHUNK)
+    total = spec.n + spec.extra
+    for start in range(0, total, CHUNK):
+        stop = min(total, start + CHUNK)
         labels, x = vectors(spec, start, stop, c)
         rng = np.random.default_rng([spec.seed, start, 2])
         ids = np.arange(start, stop)
