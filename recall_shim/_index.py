@@ -70,7 +70,7 @@ class IndexSettings:
 class Hit:
     row: int
     memory_id: str
-    kind: str
+    kind: str | None
     similarity: float
     strength: float
     score: float
@@ -88,23 +88,40 @@ def _faiss() -> Any:
 
 # --- building -------------------------------------------------------------------------------
 
+CURRENT = "from long_term_memory where valid_to is null and user_id is not null"
+
+
+def _string_buffers(arr: Any) -> tuple[np.ndarray, memoryview]:
+    """(offsets relative to the first value, value bytes) of an arrow string array, no copies."""
+    wide = str(arr.type) in ("large_string", "large_utf8")
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if wide else np.int32)[arr.offset : arr.offset + len(arr) + 1]
+    data = memoryview(arr.buffers()[2] or b"")[int(offsets[0]) : int(offsets[-1])]
+    return offsets.astype(np.int64) - int(offsets[0]), data
+
+
 def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[str, Any]:
-    n = con.execute("select count(*) from long_term_memory where valid_to is null").fetchall()[0][0]
+    """Copy the snapshot's current memories into the index folder, sorted by (user, id64).
+    Columnar all the way (arrow buffers to files), no per-row Python work."""
+    users = con.execute(f"select user_id, count(*) {CURRENT} group by user_id order by user_id").fetchall()
+    kinds = [r[0] for r in con.execute(f"select distinct kind {CURRENT} and kind is not null order by kind").fetchall()]
+    n = sum(c for _, c in users)
     vec = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, dim))
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("user", "id64", "memory_id", "kind", "strength")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id")}
     offsets = np.zeros(n + 1, dtype=np.int64)
+    kind_list = "[" + ", ".join("'" + k.replace("'", "''") + "'" for k in kinds) + "]::varchar[]"
     reader = con.sql(
-        "select user_id, (md5_number_upper(memory_id) >> 2)::bigint as id64, memory_id, kind, strength,"
-        " embedding, content, source_message_ids from long_term_memory where valid_to is null"
-        " order by user_id, id64").to_arrow_reader(50_000)
+        "select (md5_number_upper(memory_id) >> 2)::bigint as id64,"
+        f" coalesce(list_position({kind_list}, kind) - 1, {len(kinds)})::smallint as kind_code, strength, embedding,"
+        " memory_id, json_array(content, coalesce(source_message_ids, []::varchar[]))::varchar as payload"
+        f" {CURRENT} order by user_id, id64").to_arrow_reader(50_000)
     pos = 0
     with open(out / "payload.bin", "wb") as payload:
         for batch in reader:
             m = batch.num_rows
-            for name, col in (("user", 0), ("id64", 1), ("memory_id", 2), ("kind", 3), ("strength", 4)):
-                arr = batch.column(col)
-                cols[name].append(np.asarray(arr.to_numpy(zero_copy_only=False)))
-            emb = batch.column(5)
+            for name, col in (("id64", 0), ("kind", 1), ("strength", 2)):
+                cols[name].append(batch.column(col).to_numpy(zero_copy_only=False))
+            cols["memory_id"].append(batch.column(4).to_numpy(zero_copy_only=False).astype(bytes))
+            emb = batch.column(3)
             flat = np.asarray(emb.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
             if emb.null_count:  # NULL embeddings become zero vectors, which never rank
                 valid = ~np.asarray(emb.is_null().to_numpy(zero_copy_only=False))
@@ -113,15 +130,17 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[
             else:
                 block = flat.reshape(m, dim)
             vec[pos : pos + m] = block
-            for i, (content, sources) in enumerate(zip(batch.column(6).to_pylist(), batch.column(7).to_pylist())):
-                data = json.dumps([content, sources or []], ensure_ascii=False).encode("utf-8")
-                payload.write(data)
-                offsets[pos + i + 1] = offsets[pos + i] + len(data)
+            rel, data = _string_buffers(batch.column(5))
+            payload.write(data)
+            offsets[pos + 1 : pos + m + 1] = offsets[pos] + rel[1:]
             pos += m
     vec.flush()
     np.save(out / "payload.npy", offsets)
     joined = {k: (np.concatenate(v) if v else np.array([])) for k, v in cols.items()}
-    return {"n": n, "vectors": vec, **joined}
+    counts = np.array([c for _, c in users], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return {"n": n, "vectors": vec, "users": [u for u, _ in users], "starts": starts, "stops": starts + counts,
+            "kinds": kinds, **joined}
 
 
 def _norms(vec: np.ndarray) -> np.ndarray:
@@ -166,7 +185,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     try:
         settings = IndexSettings.from_snapshot(con)
         dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])
-        if not con.execute("select count(*) from long_term_memory where valid_to is null").fetchall()[0][0]:
+        if not con.execute(f"select count(*) {CURRENT}").fetchall()[0][0]:
             shutil.rmtree(tmp)
             return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
         data = _read_snapshot(con, tmp, dim)
@@ -175,14 +194,15 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     read_s = time.monotonic() - started
     vec = data["vectors"]
     norm = _norms(vec)
-    users, user_start, user_stop = _blocks(data["user"])
-    kinds = sorted({str(k) for k in np.unique(data["kind"].astype(object))}) if data["n"] else []
-    kind_code = {k: i for i, k in enumerate(kinds)}
-    np.save(tmp / "users.npy", np.array([str(u).encode() for u in users], dtype=object).astype(bytes))
+    order = sorted(range(len(data["users"])), key=lambda i: data["users"][i].encode())  # for searchsorted
+    users = [data["users"][i] for i in order]
+    user_start, user_stop = data["starts"][order], data["stops"][order]
+    kinds = data["kinds"]
+    np.save(tmp / "users.npy", np.array([u.encode() for u in users], dtype=bytes))
     np.save(tmp / "user_start.npy", np.stack([user_start, user_stop], axis=1))
     np.save(tmp / "id64.npy", data["id64"].astype(np.int64))
-    np.save(tmp / "memory_id.npy", np.array([str(m).encode() for m in data["memory_id"]], dtype=bytes))
-    np.save(tmp / "kind.npy", np.array([kind_code[str(k)] for k in data["kind"]], dtype=np.int16))
+    np.save(tmp / "memory_id.npy", data["memory_id"])
+    np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
     np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
     np.save(tmp / "norm.npy", norm)
 
@@ -232,18 +252,6 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     return stats
 
 
-def _blocks(user: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(users sorted by UTF-8 bytes, start row, stop row) of each user's contiguous block."""
-    if len(user) == 0:
-        return [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    change = np.flatnonzero(user[1:] != user[:-1]) + 1
-    starts = np.concatenate([[0], change]).astype(np.int64)
-    stops = np.append(starts[1:], len(user)).astype(np.int64)
-    names = [str(user[i]) for i in starts]
-    order = sorted(range(len(names)), key=lambda i: names[i].encode())
-    return [names[i] for i in order], starts[order], stops[order]
-
-
 def _fsync_tree(folder: Path) -> None:
     for p in folder.iterdir():
         fd = os.open(p, os.O_RDONLY)
@@ -283,7 +291,7 @@ class SnapshotIndex:
         self.meta = meta
         self.dim: int = meta["dim"]
         self.settings = IndexSettings(**meta["settings"])
-        self.kinds: list[str] = meta["kinds"]
+        self.kinds: list[str | None] = [*meta["kinds"], None]  # the last code is a NULL kind
         load = lambda name: np.load(folder / f"{name}.npy", mmap_mode="r")  # noqa: E731
         self.users = np.load(folder / "users.npy")
         self.user_start = np.load(folder / "user_start.npy")
@@ -361,7 +369,7 @@ class SnapshotIndex:
         allowed = None
         if kinds is not None:
             codes = [self.kinds.index(k) for k in set(kinds) if k in self.kinds]
-            allowed = np.zeros(max(1, len(self.kinds)), dtype=bool)
+            allowed = np.zeros(len(self.kinds), dtype=bool)
             allowed[codes] = True
             if not allowed.any():
                 return [[] for _ in q64]

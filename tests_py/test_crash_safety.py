@@ -139,7 +139,13 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
     assert store.snapshot_path != torn
 
     torn.unlink()
+    # what a builder killed while writing the serving index leaves: a temporary index folder
+    half_index = store.paths.serving / (Path(first).stem + ".index.tmp-99999")
+    half_index.mkdir()
+    (half_index / "vectors.npy").write_bytes(b"\x93NUMPY half")
     result = store.build()
+    assert not half_index.exists()
+    assert store.recall("tea", user_id="u", min_sim=-1, record_access=False) and store._reader.indexed
     assert result.snapshot is not None and Path(result.snapshot) == ready_snapshots(store.paths)[-1]
     loaded = {r[0] for r in query(store, "select message_id from session_messages")}
     assert [m for m in acked if m not in loaded] == []
