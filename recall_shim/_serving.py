@@ -129,6 +129,7 @@ class SnapshotReader:
     _settings: RecallSettings | None = None
     _known_users: set[str] = field(default_factory=set)
     _index: SnapshotIndex | None = None
+    _index_tried: bool = False  # an index folder was there for this snapshot (used or not)
 
     def refresh(self) -> None:
         ready = ready_snapshots(self.paths)
@@ -138,7 +139,7 @@ class SnapshotReader:
             )
         newest = ready[-1]
         if newest == self._path and self._con is not None:
-            if self._index is None and (index_dir(newest) / "meta.json").exists():
+            if not self._index_tried and (index_dir(newest) / "meta.json").exists():
                 self._index = self._open_index(newest)  # published after the snapshot
             return
         con = duckdb.connect(str(newest), read_only=True)
@@ -156,6 +157,7 @@ class SnapshotReader:
 
     def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
         assert self._settings is not None
+        self._index_tried = (index_dir(snapshot) / "meta.json").exists()
         if parameter_count(self._settings.sql_text) != INDEXED_PARAMETERS:
             return None
         index = SnapshotIndex.open(snapshot)
@@ -186,6 +188,7 @@ class SnapshotReader:
         if self._index is not None:
             self._index.close()
         self._index = None
+        self._index_tried = False
 
     def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
         dim = self.settings.embedding_dim
