@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 
 from recall_shim import MemoryStore
+from recall_shim._index import index_dir
 from recall_shim._serving import ready_snapshots
 
 from .conftest import query
@@ -145,7 +146,8 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
     (half_index / "vectors.npy").write_bytes(b"\x93NUMPY half")
     result = store.build()
     assert not half_index.exists()
-    assert store.recall("tea", user_id="u", min_sim=-1, record_access=False) and store._reader.indexed
+    assert store.recall("tea", user_id="u", min_sim=-1, record_access=False)
+    assert store.snapshot_path is not None and (index_dir(store.snapshot_path) / "meta.json").exists()
     assert result.snapshot is not None and Path(result.snapshot) == ready_snapshots(store.paths)[-1]
     loaded = {r[0] for r in query(store, "select message_id from session_messages")}
     assert [m for m in acked if m not in loaded] == []

@@ -90,7 +90,10 @@ def compiled_recall_queries(dim: int, workdir: Path) -> Path:
     dbt = Path(sys.executable).with_name("dbt")
     subprocess.run([str(dbt) if dbt.exists() else "dbt", "run", "--select", "recall_queries recall_index_settings",
                     "--project-dir",
-                    str(ROOT), "--profiles-dir", str(ROOT), "--vars", json.dumps({"embedding_dim": dim})],
+                    str(ROOT), "--profiles-dir", str(ROOT), "--vars",
+                    # the index serves the vector-only fusion; strength_weight 1.0 is the reference
+                    # design's strength x cosine, so every method below ranks by the same score
+                    json.dumps({"embedding_dim": dim, "fusion_method": "vector", "strength_weight": 1.0})],
                    cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     return db
 
@@ -113,7 +116,7 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
         memory_id varchar, user_id varchar, kind varchar, slot varchar, content varchar,
         embedding float[{spec.dim}], created_at timestamp, last_accessed timestamp, access_count bigint,
         strength double, mention_count bigint, source_message_ids varchar[], valid_from timestamp,
-        valid_to timestamp, strength_as_of timestamp, embedding_model varchar)""")
+        valid_to timestamp, strength_as_of timestamp, embedding_model varchar, is_question boolean)""")
     total = spec.n + spec.extra
     for start in range(0, total, CHUNK):
         stop = min(total, start + CHUNK)
@@ -133,7 +136,7 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
             'mem_' || md5('synthetic|' || i), user_id, kind, null,
             'synthetic memory ' || i || ' about topic ' || label, embedding,
             timestamp '2026-01-01', null, 0, strength, 1, ['msg_' || i], timestamp '2026-01-01', null,
-            timestamp '2026-06-01', 'synthetic' from chunk""")
+            timestamp '2026-06-01', 'synthetic', false from chunk""")
         con.unregister("chunk")
     con.execute("checkpoint")
     con.close()
