@@ -1,6 +1,7 @@
 {#- One row per memory: candidates of one user and kind whose normalised content is the same
     are one memory, with every source message as provenance. In a slot, a newer memory
-    supersedes the older (valid_to set), which stays here for history. -#}
+    supersedes the older (valid_to set), which stays here for history. Memories forgotten by id
+    (stg_forget_requests) never come back. -#}
 with candidates as (
     select
         *,
@@ -33,6 +34,7 @@ superseded as (
             )
         end as valid_to
     from grouped
+    where not {{ is_forgotten_memory('memory_id') }}
 )
 
 select

@@ -1,4 +1,5 @@
-{#- One row per memory (current and superseded): what an agent can recall about a user. -#}
+{#- One row per memory (current and superseded): what an agent can recall about a user. Memories
+    the retention policy archived or dropped (int_memory_retention) are not here. -#}
 with memories as (
     select * from {{ ref('int_memories_consolidated') }}
 ),
@@ -27,8 +28,14 @@ select
     m.valid_from,
     m.valid_to,
     s.strength_as_of,
-    e.embedding_model
+    e.embedding_model,
+    p.session_ids,
+    p.agent_ids
 from memories as m
 inner join embeddings as e
     on e.embedding_key = {{ embedding_key('m.content') }}
 inner join strengths as s using (memory_id)
+left join {{ ref('int_memory_provenance') }} as p using (memory_id)
+where memory_id not in (
+    select memory_id from {{ ref('int_memory_retention') }} where retention_action != 'keep'
+)

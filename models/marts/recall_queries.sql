@@ -4,11 +4,12 @@
 select
     'recall' as query_name,
     '{{ shim_recall_sql() | replace("'", "''") }}' as sql_text,
-    '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL' as parameters,
+    '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL' as parameters,
     '{{ var("embedding_model") }}' as embedding_model,
     {{ var('embedding_dim') }} as embedding_dim,
     '{{ var("embedding_query_form") }}' as embedding_query_form,
     {{ var('recall_top_k') }} as default_top_k,
     {{ var('recall_min_sim') }}::double as default_min_sim,
     {{ var('recall_max_top_k') }} as max_top_k,
+    {{ var('recall_max_query_chars') }} as max_query_chars,
     {{ as_of_timestamp() }} as built_at
