@@ -3,9 +3,14 @@
   FLOAT[{{ dim if dim is not none else var('embedding_dim') }}]
 {%- endmacro %}
 
-{#- Key of one embedded text under the configured model and memory form. -#}
-{% macro embedding_key(text_expr) -%}
-  md5(concat_ws('|', '{{ var("embedding_model") }}', '{{ var("embedding_memory_form") }}', {{ text_expr }}))
+{#- Key of one embedded text: md5 of the configured model, the form expression and the text. -#}
+{% macro embedding_key(text_expr, form_expr) -%}
+  md5(concat_ws('|', '{{ var("embedding_model") }}', {{ form_expr }}, {{ text_expr }}))
+{%- endmacro %}
+
+{#- The e5 form a memory of this kind is embedded with (episodes are whole chat messages). -#}
+{% macro embedding_form_for_kind(kind_expr) -%}
+  case when {{ kind_expr }} = 'episode' then '{{ var("embedding_episode_form") }}' else '{{ var("embedding_memory_form") }}' end
 {%- endmacro %}
 
 {% macro embed_sql(text_expr, form) -%}

@@ -12,8 +12,10 @@
       {%- do log('publishing serving snapshot ' ~ name ~ '.duckdb', info=true) -%}
       attach '{{ name }}.duckdb' as serving_snapshot;
       create table serving_snapshot.main.long_term_memory as
-        select * from {{ ltm }} where valid_to is null;
+        select * from {{ ltm }} where valid_to is null order by user_id;
       create table serving_snapshot.main.recall_queries as select * from {{ rq }};
+      create table serving_snapshot.main.memory_term_index as select * from {{ target.schema }}.memory_term_index order by user_id, term;
+      create table serving_snapshot.main.memory_term_stats as select * from {{ target.schema }}.memory_term_stats order by user_id, term;
       detach serving_snapshot;
       copy (select '{{ invocation_id }}' as invocation_id) to '{{ name }}.ready' (format csv);
     {%- else -%}

@@ -18,7 +18,8 @@ from ._paths import StorePaths
 
 @dataclass(frozen=True)
 class RecalledMemory:
-    """One recalled memory. ``similarity`` is raw cosine; ``score`` = strength x similarity."""
+    """One recalled memory. ``similarity`` is raw cosine, ``lexical_score`` BM25 (0 when no term
+    matched), ``score`` the fused relevance weighted by strength (docs/recall.md)."""
 
     memory_id: str
     kind: str
@@ -29,6 +30,7 @@ class RecalledMemory:
     source_message_ids: list[str]
     rank: int
     intent: int = 0
+    lexical_score: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,7 @@ class RecalledMemory:
             "similarity": round(self.similarity, 6),
             "strength": round(self.strength, 6),
             "score": round(self.score, 6),
+            "lexical_score": round(self.lexical_score, 6),
             "source_message_ids": list(self.source_message_ids),
             "rank": self.rank,
         }
@@ -46,6 +49,7 @@ class RecalledMemory:
 @dataclass
 class RecallSettings:
     sql_text: str
+    similarity_sql: str
     embedding_model: str
     embedding_dim: int
     embedding_query_form: str
@@ -109,16 +113,17 @@ class SnapshotReader:
         if newest == self._path and self._con is not None:
             return
         con = duckdb.connect(str(newest), read_only=True)
-        row = con.execute(
-            "select sql_text, embedding_model, embedding_dim, embedding_query_form, default_top_k,"
-            " default_min_sim, max_top_k, max_query_chars from recall_queries where query_name = 'recall'"
-        ).fetchall()
-        if not row:
+        rows = {r[0]: r[1:] for r in con.execute(
+            "select query_name, sql_text, embedding_model, embedding_dim, embedding_query_form, default_top_k,"
+            " default_min_sim, max_top_k, max_query_chars from recall_queries"
+        ).fetchall()}
+        if "recall" not in rows or "similarity_distribution" not in rows:
             con.close()
-            raise StoreNotBuilt(f"snapshot {newest} has no compiled recall query")
+            raise StoreNotBuilt(f"snapshot {newest} lacks the compiled recall statements: rebuild the store")
         self.close()
         self._con, self._path = con, newest
-        self._settings = RecallSettings(*row[0])
+        recall = rows["recall"]
+        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
 
     @property
     def settings(self) -> RecallSettings:
@@ -154,6 +159,16 @@ class SnapshotReader:
             raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
         return [float(x) for x in arr]
 
+    def similarities(self, user_id: str, vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+        """Every cosine of the user's current memories against each vector (threshold guidance)."""
+        self.refresh()
+        assert self._con is not None and self._settings is not None
+        rows = self._con.execute(self._settings.similarity_sql, [user_id, [list(v) for v in vectors]]).fetchall()
+        out: list[list[float]] = [[] for _ in vectors]
+        for intent_id, _memory_id, _kind, sim in rows:
+            out[intent_id - 1].append(float(sim))
+        return out
+
     def run(
         self,
         user_id: str,
@@ -166,6 +181,7 @@ class SnapshotReader:
         session_id: str | None = None,
     ) -> list[list[RecalledMemory]]:
         """Run the compiled statement for several intents at once; one result list per intent.
+        ``texts`` are the query texts for the lexical leg (None for precomputed vectors);
         ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing)."""
         self.refresh()
         assert self._con is not None and self._settings is not None
@@ -173,15 +189,16 @@ class SnapshotReader:
             return []
         rows = self._con.execute(
             self._settings.sql_text,
-            [user_id, [list(v) for v in vectors], int(top_k), float(min_sim), None if kinds is None else list(kinds),
+            [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
+             None if kinds is None else list(kinds),
              list(texts) if texts is not None else [None] * len(vectors), agent_id, session_id],
         ).fetchall()
         out: list[list[RecalledMemory]] = [[] for _ in vectors]
-        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources in rows:
+        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
             if any(not math.isfinite(x) for x in (sim, strength, score)):
                 continue
             out[intent_id - 1].append(
                 RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
-                               list(sources or []), int(rank), intent_id - 1)
+                               list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0))
             )
         return out

@@ -251,6 +251,14 @@ class MemoryStore:
             self._record_access(user_id, results)
         return results
 
+    def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
+        """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
+        choosing ``min_sim`` at a quantile (see ``agent-memory similarity``)."""
+        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
+
     def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
         """Recall the best memories of ``user_id`` for one query text or vector."""
         return self.recall_many([query], user_id=user_id, **kwargs)[0]

@@ -125,6 +125,43 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+def cmd_similarity(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    store = _store(args)
+    sims: list[float] = []
+    if args.batch:
+        with (sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")) as fh:
+            for line in fh:
+                if line.strip():
+                    req = json.loads(line)
+                    sims += store.similarity_distribution([req["query"]], user_id=req.get("user_id", args.user))
+    if args.query:
+        if args.user is None:
+            raise InvalidQuery("--user is required: similarity is always scoped to one user")
+        sims += store.similarity_distribution(args.query, user_id=args.user)
+    if not sims:
+        raise InvalidQuery("no similarities: give QUERY arguments with --user, or --batch FILE, for a user with memories")
+    arr = np.asarray(sims)
+    qs = {f"p{int(q * 100)}": float(np.quantile(arr, q)) for q in QUANTILES}
+    if args.json:
+        counts, edges = np.histogram(arr, bins=args.bins)
+        print(json.dumps({"n": len(sims), "min": float(arr.min()), "max": float(arr.max()), "quantiles": qs,
+                          "histogram": {"edges": edges.tolist(), "counts": counts.tolist()}}))
+        return 0
+    counts, edges = np.histogram(arr, bins=args.bins)
+    width = max(counts.max(), 1)
+    print(f"{len(sims)} query-memory cosine similarities, min {arr.min():.3f}, max {arr.max():.3f}")
+    for c, lo, hi in zip(counts, edges, edges[1:]):
+        print(f"  {lo:6.3f} - {hi:6.3f} | {'#' * int(round(40 * c / width)):<40} {c}")
+    print("quantiles: " + "  ".join(f"{k} {v:.3f}" for k, v in qs.items()))
+    print(f"e.g. --min-sim {qs['p90']:.3f} keeps the most similar 10% of query-memory pairs")
+    return 0
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     if args.user is None and args.memory is None:
         raise InvalidInput("give --user USER (forget the whole user) or --memory MEMORY_ID")
@@ -149,11 +186,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"2. dbt build: extraction, embeddings, decay and tests passed in {res.seconds:.1f}s")
     print(f"   serving snapshot: {res.snapshot}")
     print("3. recall for user 'demo' (the reference design's three intents, one statement):")
-    groups = store.recall_many(SEED_QUESTIONS, user_id="demo", top_k=args.top_k, record_access=False)
+    seed_kinds = ["preference", "fact", "skill"]  # the reference design recalls extracted memories
+    groups = store.recall_many(SEED_QUESTIONS, user_id="demo", top_k=args.top_k, kinds=seed_kinds,
+                               record_access=False)
     for q, g in zip(SEED_QUESTIONS, groups):
         print(f"   {q} -> " + (" / ".join(f"{m.content} ({m.similarity:.3f})" for m in g) or "(nothing)"))
     print("4. system-prompt block:\n")
-    print(store.prompt(SEED_QUESTIONS, user_id="demo", top_k=1, record_access=False))
+    print(store.prompt(SEED_QUESTIONS, user_id="demo", top_k=1, kinds=seed_kinds, record_access=False))
     return 0
 
 
@@ -224,6 +263,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--actor", default=None, help="who asks, for the audit record (default: $AGENT_MEMORY_ACTOR or the login name)")
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(func=cmd_forget)
+
+    s = sub.add_parser("similarity", parents=[common], help="histogram of query-memory similarities, to choose --min-sim",
+                       description="Print the distribution of cosine similarities between queries and every "
+                                   "current memory of a user (histogram and quantiles), so min_sim can be set "
+                                   "at a quantile of real traffic instead of guessed.")
+    s.add_argument("query", nargs="*", metavar="QUERY", help="queries typical of your agent")
+    s.add_argument("--user", default=None, help="the user whose memories to compare against")
+    s.add_argument("--batch", default=None, metavar="FILE", help='JSON lines {"user_id", "query"} (- for stdin)')
+    s.add_argument("--bins", type=int, default=20, help="histogram bins (default 20)")
+    s.add_argument("--json", action="store_true", help="print quantiles and histogram as JSON")
+    s.set_defaults(func=cmd_similarity)
 
     s = sub.add_parser("demo", parents=[common], help="ingest the demo log, build, recall the seed's questions",
                        description="Ingest demo/session_log.jsonl (once per store), build, and recall the "

@@ -1,28 +1,58 @@
-{#- One row per memory: candidates of one user and kind whose normalised content is the same
-    are one memory, with every source message as provenance. In a slot, a newer memory
-    supersedes the older (valid_to set), which stays here for history. Memories forgotten by id
-    (stg_forget_requests) never come back. -#}
+{#- One row per memory (memory_id). Candidates of one user and kind whose embeddings reach
+    var consolidation_min_sim are one memory: each candidate joins the earliest candidate it is
+    that close to, which gives the memory its id and content; provenance and mentions are the
+    union. Episodes are never merged (each message is its own episode). In a slot, the most
+    recently mentioned memory is current; the others get valid_to (supersession).
+    Memories forgotten by id (stg_forget_requests) never come back. -#}
 with candidates as (
     select
-        *,
-        lower(regexp_replace(trim(content), '\s+', ' ', 'g')) as normalised_content
-    from {{ ref('int_memories_extracted') }}
+        c.*,
+        e.embedding
+    from {{ ref('int_memory_candidates') }} as c
+    inner join {{ ref('int_memory_embeddings') }} as e
+        on e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
 ),
 
-grouped as (
+near_pairs as (
     select
-        'mem_' || md5(concat_ws('|', user_id, kind, normalised_content)) as memory_id,
-        user_id,
-        kind,
-        any_value(slot order by message_at desc) as slot,
-        arg_min(content, message_at) as content,
-        min(message_at) as created_at,
-        max(message_at) as last_mentioned_at,
-        count(distinct message_id) as mention_count,
-        list(distinct message_id order by message_id) as source_message_ids,
-        list(message_at order by message_at) as mentioned_at
-    from candidates
-    group by user_id, kind, normalised_content
+        later.candidate_id,
+        earlier.candidate_id as canonical_id,
+        row_number() over (
+            partition by later.candidate_id order by earlier.created_at, earlier.candidate_id
+        ) as pick
+    from candidates as later
+    inner join candidates as earlier
+        on later.user_id = earlier.user_id
+        and later.kind = earlier.kind
+        and later.kind != 'episode'
+        and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
+        and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
+),
+
+assigned as (
+    select
+        c.*,
+        coalesce(p.canonical_id, c.candidate_id) as memory_id
+    from candidates as c
+    left join near_pairs as p on p.candidate_id = c.candidate_id and p.pick = 1
+),
+
+merged as (
+    select
+        memory_id,
+        any_value(user_id) as user_id,
+        any_value(kind) as kind,
+        any_value(slot order by last_mentioned_at desc) as slot,
+        any_value(content) filter (where candidate_id = memory_id) as content,
+        any_value(embedding) filter (where candidate_id = memory_id) as embedding,
+        any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
+        min(created_at) as created_at,
+        max(last_mentioned_at) as last_mentioned_at,
+        list_sort(list_distinct(flatten(list(source_message_ids)))) as source_message_ids,
+        list_sort(flatten(list(mentioned_at))) as mentioned_at,
+        count(*) as merged_candidates
+    from assigned
+    group by memory_id
 ),
 
 superseded as (
@@ -33,7 +63,7 @@ superseded as (
                 partition by user_id, slot order by last_mentioned_at, memory_id
             )
         end as valid_to
-    from grouped
+    from merged
     where not {{ is_forgotten_memory('memory_id') }}
 )
 
@@ -43,11 +73,14 @@ select
     kind,
     slot,
     content,
+    embedding,
+    embedding_form,
     created_at,
     last_mentioned_at,
-    mention_count,
+    len(mentioned_at) as mention_count,
     source_message_ids,
     mentioned_at,
+    merged_candidates,
     created_at as valid_from,
     valid_to
 from superseded

@@ -1,12 +1,14 @@
 {#- One row per distinct (model, form, content): each text is embedded once, ever. Incremental:
-    a build embeds only content it has not seen. -#}
+    a build embeds only texts it has not seen. Episodes use var embedding_episode_form, other
+    memories var embedding_memory_form. -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with contents as (
     select distinct
-        {{ embedding_key('content') }} as embedding_key,
+        {{ embedding_key('content', 'embedding_form') }} as embedding_key,
+        embedding_form,
         content
-    from {{ ref('int_memories_consolidated') }}
+    from {{ ref('int_memory_candidates') }}
 ),
 
 new_contents as (
@@ -20,7 +22,7 @@ new_contents as (
 select
     embedding_key,
     '{{ var("embedding_model") }}' as embedding_model,
-    '{{ var("embedding_memory_form") }}' as embedding_form,
-    {{ embed_sql('content', var('embedding_memory_form')) }} as embedding,
+    embedding_form,
+    embed(content, '{{ var("embedding_model") }}', embedding_form)::{{ embedding_type() }} as embedding,
     '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as embedded_at
 from new_contents

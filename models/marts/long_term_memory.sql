@@ -4,10 +4,6 @@ with memories as (
     select * from {{ ref('int_memories_consolidated') }}
 ),
 
-embeddings as (
-    select * from {{ ref('int_memory_embeddings') }}
-),
-
 strengths as (
     select * from {{ ref('int_memory_strength') }}
 )
@@ -18,7 +14,7 @@ select
     m.kind,
     m.slot,
     m.content,
-    e.embedding,
+    m.embedding,
     m.created_at,
     s.last_accessed,
     s.access_count,
@@ -28,12 +24,12 @@ select
     m.valid_from,
     m.valid_to,
     s.strength_as_of,
-    e.embedding_model,
+    m.embedding_form,
+    m.kind = 'episode' and regexp_matches(m.content, '[?？]\s*$') as is_question,
+    '{{ var("embedding_model") }}' as embedding_model,
     p.session_ids,
     p.agent_ids
 from memories as m
-inner join embeddings as e
-    on e.embedding_key = {{ embedding_key('m.content') }}
 inner join strengths as s using (memory_id)
 left join {{ ref('int_memory_provenance') }} as p using (memory_id)
 where memory_id not in (

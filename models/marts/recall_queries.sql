@@ -1,10 +1,19 @@
-{#- One row per compiled recall statement. The shim runs sql_text with bound parameters at
+{#- One row per compiled statement the shim runs (query_name). The shim binds parameters at
     request time (no dbt, no Jinja per request); publishing copies this table into every serving
-    snapshot, so a snapshot always carries the query and settings it was built with. -#}
+    snapshot, so a snapshot always carries the statements and settings it was built with. -#}
+{%- set statements = [
+    ('recall', shim_recall_sql(),
+     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL'),
+    ('similarity_distribution', shim_similarity_sql(),
+     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][]'),
+] -%}
+
+{% for name, sql_text, parameters in statements %}
 select
-    'recall' as query_name,
-    '{{ shim_recall_sql() | replace("'", "''") }}' as sql_text,
-    '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL' as parameters,
+    '{{ name }}' as query_name,
+    '{{ sql_text | replace("'", "''") }}' as sql_text,
+    '{{ parameters }}' as parameters,
+    '{{ var("fusion_method") }}' as fusion_method,
     '{{ var("embedding_model") }}' as embedding_model,
     {{ var('embedding_dim') }} as embedding_dim,
     '{{ var("embedding_query_form") }}' as embedding_query_form,
@@ -13,3 +22,5 @@ select
     {{ var('recall_max_top_k') }} as max_top_k,
     {{ var('recall_max_query_chars') }} as max_query_chars,
     {{ as_of_timestamp() }} as built_at
+{% if not loop.last %}union all{% endif %}
+{% endfor %}

@@ -23,10 +23,12 @@ per_user as (
     lateral (
         {{ recall_sql(
             memories=ref('long_term_memory'),
-            queries='select i.intent_seq as intent_id, i.embedding',
+            queries='select i.intent_seq as intent_id, i.embedding, i.query_text',
             user_id='i.user_id',
             top_k=var('recall_top_k'),
-            min_sim=var('recall_min_sim')
+            min_sim=var('recall_min_sim'),
+            terms=ref('memory_term_index'),
+            term_stats=ref('memory_term_stats')
         ) }}
     ) as r
 )

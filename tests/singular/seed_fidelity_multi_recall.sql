@@ -21,7 +21,8 @@ results as (
         user_id="'demo'",
         top_k=10,
         min_sim=0.4,
-        dim=4
+        dim=4,
+        fusion='vector'
     ) }}
 ),
 

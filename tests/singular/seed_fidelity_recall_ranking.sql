@@ -14,7 +14,8 @@ results as (
         user_id="'demo'",
         top_k=3,
         min_sim=-1,
-        dim=4
+        dim=4,
+        fusion='vector'
     ) }}
 ),
 
