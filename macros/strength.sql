@@ -1,17 +1,19 @@
 {#- Decay and reinforcement, the reference design's rules as pure expressions.
-    Days are fractional: strength is a function of elapsed time, so it never decays twice. -#}
+    Days are fractional: strength is a function of elapsed time, so it never decays twice.
+    rate, floor, step default to vars decay_rate_per_day, strength_floor, reinforce_step. -#}
 
-{% macro decay_strength(strength_expr, days_expr) -%}
+{% macro decay_strength(strength_expr, days_expr, rate=none, floor=none) -%}
 greatest(
-    {{ var('strength_floor') }},
-    ({{ strength_expr }}) * pow({{ var('decay_rate_per_day') }}, greatest(({{ days_expr }})::double, 0))
+    {{ floor if floor is not none else var('strength_floor') }},
+    ({{ strength_expr }}) * pow({{ rate if rate is not none else var('decay_rate_per_day') }}, greatest(({{ days_expr }})::double, 0))
 )
 {%- endmacro %}
 
-{% macro reinforce_strength(strength_expr) -%}
+{% macro reinforce_strength(strength_expr, step=none, floor=none) -%}
+{%- set step = step if step is not none else var('reinforce_step') -%}
 greatest(
-    {{ var('strength_floor') }},
-    ({{ strength_expr }}) * (1 - {{ var('reinforce_step') }}) + {{ var('reinforce_step') }}
+    {{ floor if floor is not none else var('strength_floor') }},
+    ({{ strength_expr }}) * (1 - {{ step }}) + {{ step }}
 )
 {%- endmacro %}
 
@@ -21,10 +23,10 @@ greatest(
 
 {#- Fold a list of gaps (days between consecutive reinforcing events, starting from creation)
     into a strength: decay over each gap, then reinforce. Start at 1.0. -#}
-{% macro fold_strength(gaps_list_expr) -%}
+{% macro fold_strength(gaps_list_expr, rate=none, floor=none, step=none) -%}
 list_reduce(
     {{ gaps_list_expr }},
-    lambda s, gap: {{ reinforce_strength(decay_strength('s', 'gap')) }},
+    lambda s, gap: {{ reinforce_strength(decay_strength('s', 'gap', rate, floor), step, floor) }},
     1.0::double
 )
 {%- endmacro %}

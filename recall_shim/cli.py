@@ -196,6 +196,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from ._server import serve
+    except ImportError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+    serve(args.db, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from ._mcp import run_stdio
+    except ImportError as exc:
+        print(f"agent-memory: {exc}", file=sys.stderr)
+        return 2
+    run_stdio(args.db)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ._report import write_report
+
+    path = write_report(args.db if args.db is not None else _store(args).paths.db, args.out)
+    print(f"report written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, metavar="PATH",
@@ -280,6 +308,30 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reference design's three questions, printing the prompt block.")
     s.add_argument("--top-k", type=int, default=3, help="results per question (default 3)")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("report", parents=[common], help="write a self-contained HTML report with plots",
+                       description="Write one HTML page (inline SVG, no external URLs) about this store: "
+                                   "memories per kind over time, strength and similarity histograms, most "
+                                   "accessed memories, what the last build added. See docs/report.md.")
+    s.add_argument("--out", default="report.html", metavar="FILE", help="output file (default report.html)")
+    s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("serve", parents=[common], help="run the HTTP JSON API (OpenAPI at /openapi.json)",
+                       description="Run a long-lived HTTP server over this store: remember, ingest, recall, "
+                                   "recall-many, prompt, forget, build, health. The model and the compiled "
+                                   "query stay loaded; reads use published snapshots, so it never blocks a "
+                                   "build. See docs/server.md.")
+    s.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
+    s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765)")
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="server log level (default info)")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("mcp", parents=[common], help="run an MCP server over stdio for agent runtimes",
+                       description="Serve the memory operations as MCP tools over stdin/stdout (remember, "
+                                   "ingest, recall, recall_many, prompt, forget, health, build). See "
+                                   "docs/server.md.")
+    s.set_defaults(func=cmd_mcp)
     return p
 
 

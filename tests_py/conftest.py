@@ -34,3 +34,52 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
 @pytest.fixture()
 def fresh_store(tmp_path: Path) -> MemoryStore:
     return MemoryStore(tmp_path / "store.duckdb")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningServer:
+    """`agent-memory serve` in a subprocess on loopback; stopped by ``stop()``."""
+
+    def __init__(self, db: Path, log: Path) -> None:
+        import os
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = str(Path(sys.executable).with_name("agent-memory"))
+        self._log = open(log, "w")
+        self.proc = subprocess.Popen([exe, "serve", "--db", str(db), "--port", str(self.port)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        deadline = time.monotonic() + 120
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {log.read_text()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server did not start: {log.read_text()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()

@@ -150,18 +150,23 @@ def test_hostile_rows_are_stored_verbatim_or_rejected_with_reason(batch: list[di
                 if r["user_id"] is not None:
                     assert user == r["user_id"]
 
-        # every expected memory is recalled verbatim, in its user's scope only
+        # every expected memory is recalled verbatim, in its user's scope only. Near-identical
+        # statements of one user are consolidated into one memory, whose content is the
+        # extraction of one of its source messages, verbatim.
         owners = dict(query(store, "select memory_id, user_id from long_term_memory"))
-        by_user: dict[str, list[tuple[str, str]]] = {}
+        expected_by_message = {r["message_id"]: expected_memory(r) for r in rows_}
+        by_user: dict[str, list[dict[str, Any]]] = {}
         for r in rows_:
-            mem = expected_memory(r)
-            if mem is not None and possible_reasons(r) is None:
-                by_user.setdefault(r["user_id"], []).append((mem, r["content"][len("I prefer "):]))
+            if expected_memory(r) is not None and possible_reasons(r) is None:
+                by_user.setdefault(r["user_id"], []).append(r)
         assert by_user
         for user, expected in by_user.items():
-            got = store.recall_many([q for _, q in expected], user_id=user, min_sim=-1, top_k=100, record_access=False)
-            contents = {m.content for group in got for m in group}
-            assert {m for m, _ in expected} <= contents, user
+            got = store.recall_many([r["content"][len("I prefer "):] for r in expected], user_id=user,
+                                    kinds=["preference"], min_sim=-1, top_k=100, record_access=False)
+            for r, group in zip(expected, got):
+                hit = [m for m in group if r["message_id"] in m.source_message_ids]
+                assert hit, (user, r)
+                assert hit[0].content in {expected_by_message.get(s) for s in hit[0].source_message_ids}, (hit[0], r)
             assert {owners[m.memory_id] for group in got for m in group} == {user}
 
 

@@ -17,6 +17,7 @@ from .conftest import query
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 TS = "2026-11-01 10:00:00"
+RULE_KINDS = ["fact", "preference", "skill"]  # not episodes (whole messages), to compare contents
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def scoped(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
 
 def _contents(store: MemoryStore, **scope: str) -> set[str]:
     return {m.content for m in store.recall("tell me about the user", user_id="ann", min_sim=-1, top_k=50,
-                                            record_access=False, **scope)}
+                                            record_access=False, kinds=RULE_KINDS, **scope)}
 
 
 def test_agent_and_session_narrow_the_user_scope(scoped: MemoryStore) -> None:
@@ -72,14 +73,15 @@ def test_there_is_no_all_users_recall(scoped: MemoryStore) -> None:
 def test_cli_scopes(scoped: MemoryStore, tmp_path: Path) -> None:
     db = str(scoped.paths.db)
     out = subprocess.run([EXE, "recall", "tell me about the user", "--user", "ann", "--agent", "code-bot",
-                          "--session", "work", "--min-sim", "-1", "--json", "--no-access", "--db", db],
+                          "--session", "work", "--min-sim", "-1", "--json", "--no-access", "--db", db,
+                          "--kind", "fact", "--kind", "preference", "--kind", "skill"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert {m["content"] for m in json.loads(out.stdout)} == {"User prefers window seats",
                                                               "User has experience with Postgres"}
     batch = tmp_path / "b.jsonl"
     batch.write_text(json.dumps({"id": 1, "user_id": "ann", "query": "where", "agent_id": "travel-bot",
-                                 "min_sim": -1, "top_k": 10}) + "\n"
+                                 "min_sim": -1, "top_k": 10, "kinds": RULE_KINDS}) + "\n"
                      + json.dumps({"id": 2, "query": "where"}) + "\n")
     out = subprocess.run([EXE, "recall", "--batch", str(batch), "--no-access", "--db", db], capture_output=True,
                          text=True, timeout=300)
@@ -96,7 +98,7 @@ def test_analyst_views_are_per_user_or_marked_all_users(scoped: MemoryStore) -> 
             per_user = con.execute(f"select user_id from {macro}('ann')").fetchall()
             total = con.execute(f"select count(*) from {table} where user_id = 'ann'").fetchone()[0]
             assert len(per_user) == total and {u for (u,) in per_user} <= {"ann"}
-        assert con.execute("select count(*) from user_memories('ann')").fetchone()[0] == 3
+        assert con.execute("select count(*) from user_memories('ann') where kind != 'episode'").fetchone()[0] == 3
         comments = dict(con.execute("select table_name, comment from duckdb_tables()").fetchall())
     finally:
         con.close()

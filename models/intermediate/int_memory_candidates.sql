@@ -1,9 +1,11 @@
 {#- One row per candidate memory (candidate_id = 'mem_' + md5 of user, kind and normalised
-    content): rule extractions and episodes whose normalised text is identical are one candidate
+    content): rule extractions, LLM extractions and episodes whose normalised text is identical are one candidate
     with every source message. Near-duplicates are merged later (int_memories_consolidated). -#}
 with extractions as (
     select * from {{ ref('int_memories_extracted') }}
-    union all
+    union all by name
+    select * from {{ ref('int_memories_llm_extracted') }}
+    union all by name
     select * from {{ ref('int_episodes_extracted') }}
 ),
 

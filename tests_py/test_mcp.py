@@ -1,0 +1,60 @@
+"""The MCP server: the real `agent-memory mcp` over stdio, called with the mcp package's client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from recall_shim import MemoryStore
+
+EXE = str(Path(sys.executable).with_name("agent-memory"))
+
+
+async def _session_calls(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+    params = StdioServerParameters(command=EXE, args=["mcp", "--db", str(db)],
+                                   env={"OMP_WAIT_POLICY": "passive", **{k: v for k, v in os.environ.items()
+                                                                         if k.startswith("AGENT_MEMORY_")}})
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = [t.name for t in (await session.list_tools()).tools]
+                results = [await session.call_tool(name, args) for name, args in calls]
+    return tools, results
+
+
+def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
+    calls = [
+        ("health", {}),
+        ("recall", {"user_id": "demo", "query": "熟悉什么部署工具", "top_k": 1, "min_sim": 0}),
+        ("recall_many", {"user_id": "demo", "queries": ["喜欢什么输出方式", "做过什么数据分析"], "top_k": 1, "min_sim": 0}),
+        ("prompt", {"user_id": "demo", "queries": ["喜欢什么输出方式"], "top_k": 1}),
+        ("remember", {"user_id": "mcp-user", "content": "I prefer dark mode.", "session_id": "m1"}),
+        ("recall", {"user_id": "", "query": "x"}),
+        ("recall", {"user_id": "demo"}),
+        ("recall", {"user_id": "demo", "query": "x", "top_k": 1000}),
+    ]
+    tools, res = anyio.run(_session_calls, demo_store.paths.db, calls)
+    assert set(tools) == {"remember", "ingest", "recall", "recall_many", "prompt", "forget", "health", "build"}
+    health, recall, many, prompt, remember, no_user, no_query, big_k = res
+    assert not health.is_error and health.structured_content["ready"] is True
+    assert not recall.is_error
+    top = recall.structured_content["results"][0]
+    assert top["kind"] == "skill" and top["content"] == "用户熟悉 Cloudflare Tunnel 部署"
+    # the text content carries the same JSON for clients that ignore structured content
+    assert json.loads(recall.content[0].text)["results"][0]["memory_id"] == top["memory_id"]
+    assert [g[0]["kind"] for g in many.structured_content["results"]] == ["preference", "fact"]
+    assert "用户偏好简洁的输出" in prompt.structured_content["prompt"]
+    message_id = remember.structured_content["message_id"]
+    landed = "".join(p.read_text() for p in demo_store.paths.messages.glob("*.jsonl"))
+    assert message_id in landed and "I prefer dark mode." in landed
+    assert no_user.is_error and "user_id is required" in no_user.content[0].text
+    assert no_query.is_error and "query" in no_query.content[0].text
+    assert big_k.is_error and "top_k must be an integer from 1 to" in big_k.content[0].text
+    assert "Traceback" not in no_user.content[0].text + big_k.content[0].text
