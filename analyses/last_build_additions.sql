@@ -20,7 +20,7 @@ first_loads as (
         t.memory_id,
         min(loads.loaded_at) as first_loaded_at
     from {{ ref('long_term_memory') }} as t,
-        unnest(t.source_message_ids) as s(message_id)
+        unnest(t.source_message_ids) as s (message_id)
     inner join loads using (message_id)
     group by t.memory_id
 )

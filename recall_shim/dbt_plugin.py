@@ -43,11 +43,13 @@ def _embed_arrow(texts: pa.Array, models: pa.Array, forms: pa.Array) -> pa.Array
 
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
+        # Runs before dbt opens the database: create the store's folders (the warehouse's parent
+        # included, so a plain `dbt build` works on a fresh clone).
         self.config = plugin_config
-
-    def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
         if self.creds is not None and self.creds.path and self.creds.path != ":memory:":
             StorePaths.of(self.creds.path).ensure()
+
+    def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
         conn.create_function(
             "embed",
             _embed_arrow,

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Set up, then run every test: dbt parse, the full dbt build (models + data tests + unit tests)
-# on a scratch store, and the pytest suite (which runs real dbt builds on temporary stores).
+# Set up, then run every check: SQL lint (sqlfluff), the full dbt build (models + data tests +
+# unit tests) on a scratch store, and the pytest suite (real dbt builds on temporary stores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=passive DBT_SEND_ANONYMOUS_USAGE_STATS=false
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+echo "== sqlfluff lint"
+bash scripts/lint.sh
 echo "== dbt build on a scratch store with the demo log"
 AGENT_MEMORY_DB="$scratch/ci.duckdb" .venv/bin/agent-memory ingest demo/session_log.jsonl --db "$scratch/ci.duckdb"
 AGENT_MEMORY_DB="$scratch/ci.duckdb" DBT_TARGET_PATH="$scratch/target" DBT_LOG_PATH="$scratch/logs" \

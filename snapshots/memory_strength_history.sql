@@ -10,14 +10,14 @@
     hard_deletes='invalidate',
 ) }}
 
-select
-    memory_id,
-    user_id,
-    kind,
-    round(strength, 3) as strength,
-    access_count,
-    last_accessed,
-    strength_as_of
-from {{ ref('long_term_memory') }}
+    select
+        memory_id,
+        user_id,
+        kind,
+        round(strength, 3) as strength,
+        access_count,
+        last_accessed,
+        strength_as_of
+    from {{ ref('long_term_memory') }}
 
 {% endsnapshot %}

@@ -29,12 +29,14 @@ def test_second_build_is_a_noop_and_new_messages_embed_once(fresh_store: MemoryS
                          ts="2026-11-20 09:00:00", message_id="demo-s9-1")
     fresh_store.build()
     after = _state(fresh_store)
-    assert after[0] == first[0] + 1 and after[1] == first[1] + 1 and after[3] == first[3] + 1
+    # one new message: an extracted preference and an episode, each embedded once
+    assert after[0] == first[0] + 2 and after[1] == first[1] + 2 and after[3] == first[3] + 1
     assert after[2] > first[2]
     # the old embeddings kept their embedded_at: only the new text was embedded
     assert query(fresh_store, "select count(*) from int_memory_embeddings where embedded_at = ?", [first[2]])[0][0] == first[1]
-    sources = query(fresh_store, "select source_message_ids from long_term_memory where content like '%English%'")
-    assert sources == [(["demo-s9-1"],)]
+    sources = query(fresh_store, "select kind, source_message_ids from long_term_memory where content like '%English%'"
+                                 " order by kind")
+    assert sources == [("episode", ["demo-s9-1"]), ("preference", ["demo-s9-1"])]
 
 
 def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:

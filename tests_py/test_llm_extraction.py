@@ -121,7 +121,8 @@ def test_failed_batches_are_retried_next_build_and_tokens_are_ledgered(
     assert sent == ["u1-1", "u1-3", "u1-4", "u2-1"]  # user messages only, one user per batch
     failed = query(fresh_store, "select status, attempts, error from int_llm_extraction_batches")
     assert len(failed) == 3 and all(s == "failed" and a == 2 and "HTTP 500" in e for s, a, e in failed)
-    assert query(fresh_store, "select content from long_term_memory where user_id = 'u1'") == [("User lives in Oslo",)]
+    assert query(fresh_store, "select content from long_term_memory where user_id = 'u1' and kind != 'episode'") == [
+        ("User lives in Oslo",)]
     ledger1 = query(fresh_store, "select batches_failed, requests, prompt_tokens, completion_tokens from llm_token_ledger")
     assert ledger1 == [(3, 6, 0, 0)]
 
@@ -158,7 +159,7 @@ def test_off_by_default_and_timeouts_are_recorded(
     fresh_store.build()
     assert fake_llm.requests == []
     assert query(fresh_store, "select count(*) from int_llm_extraction_batches") == [(0,)]
-    assert query(fresh_store, "select count(*) from long_term_memory where user_id = 'u1'") == [(1,)]
+    assert query(fresh_store, "select count(*) from long_term_memory where user_id = 'u1' and kind != 'episode'") == [(1,)]
 
     # Turned on through the dbt var, the endpoint too slow: the batch fails with a timeout.
     fake_llm.mode = "slow"

@@ -33,7 +33,8 @@ def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
     calls = [
         ("health", {}),
         ("recall", {"user_id": "demo", "query": "熟悉什么部署工具", "top_k": 1, "min_sim": 0}),
-        ("recall_many", {"user_id": "demo", "queries": ["喜欢什么输出方式", "做过什么数据分析"], "top_k": 1, "min_sim": 0}),
+        ("recall_many", {"user_id": "demo", "queries": ["喜欢什么输出方式", "做过什么数据分析"], "top_k": 1, "min_sim": 0,
+                         "kinds": ["preference", "fact", "skill"]}),
         ("prompt", {"user_id": "demo", "queries": ["喜欢什么输出方式"], "top_k": 1}),
         ("remember", {"user_id": "mcp-user", "content": "I prefer dark mode.", "session_id": "m1"}),
         ("recall", {"user_id": "", "query": "x"}),

@@ -12,13 +12,17 @@ SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟�
 
 
 def test_seed_questions_rank_their_memory_first(demo_store: MemoryStore) -> None:
-    groups = demo_store.recall_many(SEED_QUESTIONS, user_id="demo", min_sim=0.0, record_access=False)
+    # the reference design's memories are the extracted kinds (episodes are recalled by default too)
+    groups = demo_store.recall_many(SEED_QUESTIONS, user_id="demo", min_sim=0.0, record_access=False,
+                                    kinds=["preference", "fact", "skill"])
     assert [g[0].kind for g in groups] == ["preference", "fact", "skill"]
     for g in groups:
         assert [m.rank for m in g] == list(range(1, len(g) + 1))
         assert all(a.score >= b.score for a, b in zip(g, g[1:]))
         for m in g:
-            assert m.score == pytest.approx(m.strength * m.similarity, rel=1e-5)
+            # fused relevance (<= 1) times the strength factor; strength x cosine itself is
+            # checked by the seed fidelity dbt tests with fusion 'vector'
+            assert 0 <= m.score <= 1 and 0.3 <= m.strength <= 1
             assert m.source_message_ids and all(s.startswith("demo-") for s in m.source_message_ids)
 
 

@@ -54,7 +54,7 @@ def test_recall_and_recall_many(served: tuple[RunningServer, MemoryStore]) -> No
     assert len(results) == 2 and results[0]["content"] == "用户偏好简洁的输出，喜欢用表格"
     assert results[0]["source_message_ids"] == ["demo-s1-1"]
     r = post(server, "/recall-many", {"user_id": "demo", "queries": SEED_QUESTIONS, "top_k": 1, "min_sim": 0,
-                                      "record_access": False})
+                                      "record_access": False, "kinds": ["preference", "fact", "skill"]})
     assert r.status_code == 200, r.text
     assert [g[0]["kind"] for g in r.json()["results"]] == ["preference", "fact", "skill"]
     only_skill = post(server, "/recall", {"user_id": "demo", "query": "喜欢什么输出方式", "kinds": ["skill"],

@@ -12,8 +12,8 @@ with messages as (
         l.loaded_at
     from {{ ref('session_messages') }} as m
     inner join {{ ref('session_log') }} as l using (landing_id)
-    where m.role in ({% for r in var('episode_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor %})
-      and len({{ tokenize('m.content') }}) >= {{ var('episode_min_terms') }}
+    where m.role in ({{ sql_string_list(var('episode_roles')) }})
+        and len({{ tokenize('m.content') }}) >= {{ var('episode_min_terms') }}
     {% if is_incremental() %}
       and l.loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
     {% endif %}

@@ -22,11 +22,12 @@ near_pairs as (
         ) as pick
     from candidates as later
     inner join candidates as earlier
-        on later.user_id = earlier.user_id
-        and later.kind = earlier.kind
-        and later.kind != 'episode'
-        and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
-        and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
+        on
+            later.user_id = earlier.user_id
+            and later.kind = earlier.kind
+            and later.kind != 'episode'
+            and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
+            and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
 ),
 
 {#- follow the picks to the root (a candidate that joined none), so that a chain c -> p -> q is
@@ -71,10 +72,11 @@ merged as (
 superseded as (
     select
         *,
-        case when slot is not null then
-            lead(last_mentioned_at) over (
-                partition by user_id, slot order by last_mentioned_at, memory_id
-            )
+        case
+            when slot is not null
+                then lead(last_mentioned_at) over (
+                        partition by user_id, slot order by last_mentioned_at, memory_id
+                    )
         end as valid_to
     from merged
     where not {{ is_forgotten_memory('memory_id') }}

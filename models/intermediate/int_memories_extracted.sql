@@ -12,7 +12,7 @@ with messages as (
         l.loaded_at
     from {{ ref('session_messages') }} as m
     inner join {{ ref('session_log') }} as l using (landing_id)
-    where m.role in ({% for r in var('extract_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor %})
+    where m.role in ({{ sql_string_list(var('extract_roles')) }})
     {% if is_incremental() %}
       and l.loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
     {% endif %}
@@ -26,7 +26,7 @@ sentences as (
         loaded_at,
         trim(sentence) as sentence
     from messages,
-        unnest(regexp_split_to_array(content, '[.!?;。！？；\n]+')) as s(sentence)
+        unnest(regexp_split_to_array(content, '[.!?;。！？；\n]+')) as s (sentence)
     where length(trim(sentence)) > 1
       and length(sentence) <= {{ var('max_memory_chars') }}
 ),

@@ -21,14 +21,15 @@ items as (
 ),
 
 per_source as (
+    -- item is a struct column: i.item.kind etc. are fields, not tables (hence the noqa: RF01)
     select
         i.user_id,
         i.llm_model,
         i.attempted_at,
-        i.item.kind as kind,
-        i.item.slot as slot,
-        i.item.content as content,
-        unnest(i.item.source_message_ids) as message_id
+        i.item.kind,  -- noqa: RF01
+        i.item.slot,  -- noqa: RF01
+        i.item.content,  -- noqa: RF01
+        unnest(i.item.source_message_ids) as message_id  -- noqa: RF01
     from items as i
 ),
 
@@ -48,6 +49,7 @@ select
     p.attempted_at as loaded_at
 from per_source as p
 inner join messages as m
-    on m.message_id = p.message_id
-    and m.user_id = p.user_id
+    on
+        m.message_id = p.message_id
+        and m.user_id = p.user_id
 qualify row_number() over (partition by p.message_id, p.kind, p.content order by p.attempted_at) = 1

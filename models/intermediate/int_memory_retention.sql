@@ -37,7 +37,7 @@ select
     'keep'
     {%- else -%}
     case
-        when list_contains([{% for k in var('retention_kinds') %}'{{ k }}'{{ ", " if not loop.last }}{% endfor %}]::varchar[], kind)
+        when list_contains([{{ sql_string_list(var('retention_kinds')) }}]::varchar[], kind)
             and last_active_at < strength_as_of - to_days({{ days | int }})
             and strength <= {{ var('strength_floor') }} + 1e-9
         then '{{ action }}'

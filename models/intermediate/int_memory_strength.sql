@@ -28,7 +28,7 @@ events as (
         select * from accesses
         union all
         select * from repeat_mentions
-    )
+    ) as all_events
     where event_at <= (select as_of_at from as_of)
 ),
 
@@ -37,7 +37,10 @@ gaps as (
         e.memory_id,
         e.event_at,
         e.is_access,
-        {{ days_between('coalesce(lag(e.event_at) over (partition by e.memory_id order by e.event_at), m.created_at)', 'e.event_at') }} as gap_days
+        {{ days_between(
+            'coalesce(lag(e.event_at) over (partition by e.memory_id order by e.event_at), m.created_at)',
+            'e.event_at'
+        ) }} as gap_days
     from events as e
     inner join memories as m using (memory_id)
 ),

@@ -38,9 +38,7 @@ checked as (
             when content is null or regexp_full_match(content, '[\s\pZ]*') then 'empty_content'
             when length(content) > {{ var('max_content_chars') }} then 'content_too_long'
             when regexp_matches(content, '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]') then 'control_characters'
-            when role is null or role not in (
-                {%- for r in var('accepted_roles') %}'{{ r }}'{{ ", " if not loop.last }}{% endfor -%}
-            ) then 'unknown_role'
+            when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null or not isfinite(message_at)
                 or message_at < '0001-01-01'::timestamp then 'invalid_timestamp'

@@ -9,18 +9,18 @@
 ] -%}
 
 {% for name, sql_text, parameters in statements %}
-select
-    '{{ name }}' as query_name,
-    '{{ sql_text | replace("'", "''") }}' as sql_text,
-    '{{ parameters }}' as parameters,
-    '{{ var("fusion_method") }}' as fusion_method,
-    '{{ var("embedding_model") }}' as embedding_model,
-    {{ var('embedding_dim') }} as embedding_dim,
-    '{{ var("embedding_query_form") }}' as embedding_query_form,
-    {{ var('recall_top_k') }} as default_top_k,
-    {{ var('recall_min_sim') }}::double as default_min_sim,
-    {{ var('recall_max_top_k') }} as max_top_k,
-    {{ var('recall_max_query_chars') }} as max_query_chars,
-    {{ as_of_timestamp() }} as built_at
-{% if not loop.last %}union all{% endif %}
+    select
+        '{{ name }}' as query_name,
+        '{{ sql_text | replace("'", "''") }}' as sql_text,
+        '{{ parameters }}' as parameters,
+        '{{ var("fusion_method") }}' as fusion_method,
+        '{{ var("embedding_model") }}' as embedding_model,
+        {{ var('embedding_dim') }} as embedding_dim,
+        '{{ var("embedding_query_form") }}' as embedding_query_form,
+        {{ var('recall_top_k') }} as default_top_k,
+        {{ var('recall_min_sim') }}::double as default_min_sim,
+        {{ var('recall_max_top_k') }} as max_top_k,
+        {{ var('recall_max_query_chars') }} as max_query_chars,
+        {{ as_of_timestamp() }} as built_at
+    {% if not loop.last %}union all{% endif %}
 {% endfor %}

@@ -20,7 +20,7 @@ per_user as (
         r.strength,
         r.score
     from intents as i,
-    lateral (
+        lateral (
         {{ recall_sql(
             memories=ref('long_term_memory'),
             queries='select i.intent_seq as intent_id, i.embedding, i.query_text',
@@ -30,7 +30,7 @@ per_user as (
             terms=ref('memory_term_index'),
             term_stats=ref('memory_term_stats')
         ) }}
-    ) as r
+        ) as r
 )
 
 select

@@ -10,7 +10,7 @@ select
 from {{ ref('long_term_memory') }} as a
 inner join {{ ref('long_term_memory') }} as b
     on a.user_id = b.user_id
-    and a.kind = b.kind
-    and a.memory_id < b.memory_id
+        and a.kind = b.kind
+        and a.memory_id < b.memory_id
 where a.kind != 'episode'
-  and array_cosine_similarity(a.embedding, b.embedding) >= {{ var('consolidation_min_sim') }}
+    and array_cosine_similarity(a.embedding, b.embedding) >= {{ var('consolidation_min_sim') }}

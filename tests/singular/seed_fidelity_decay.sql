@@ -5,20 +5,40 @@
 {{ config(tags=['seed_fidelity']) }}
 
 with checks as (
-    select '30 days without access -> floor 0.3' as check_name,
-           {{ decay_strength('1.0', 30, 0.95, 0.3) }} as actual, 0.3 as expected
+    select
+        '30 days without access -> floor 0.3' as check_name,
+        {{ decay_strength('1.0', 30, 0.95, 0.3) }} as actual,
+        0.3 as expected
     union all
-    select '10 days -> 0.95^10', {{ decay_strength('1.0', 10, 0.95, 0.3) }}, pow(0.95, 10)
+    select
+        '10 days -> 0.95^10' as check_name,
+        {{ decay_strength('1.0', 10, 0.95, 0.3) }} as actual,
+        pow(0.95, 10) as expected
     union all
-    select '100 days -> floor', {{ decay_strength('1.0', 100, 0.95, 0.3) }}, 0.3
+    select
+        '100 days -> floor' as check_name,
+        {{ decay_strength('1.0', 100, 0.95, 0.3) }} as actual,
+        0.3 as expected
     union all
-    select 'one access lifts 0.5 -> 0.525', {{ reinforce_strength('0.5', 0.05, 0.3) }}, 0.5 * 0.95 + 0.05
+    select
+        'one access lifts 0.5 -> 0.525' as check_name,
+        {{ reinforce_strength('0.5', 0.05, 0.3) }} as actual,
+        0.5 * 0.95 + 0.05 as expected
     union all
-    select 'one access lifts the floor 0.3 -> 0.335', {{ reinforce_strength('0.3', 0.05, 0.3) }}, 0.335
+    select
+        'one access lifts the floor 0.3 -> 0.335' as check_name,
+        {{ reinforce_strength('0.3', 0.05, 0.3) }} as actual,
+        0.335 as expected
     union all
-    select 'fold: access after 2 days, none before', {{ fold_strength('[2.0]', 0.95, 0.3, 0.05) }}, pow(0.95, 2) * 0.95 + 0.05
+    select
+        'fold: access after 2 days, none before' as check_name,
+        {{ fold_strength('[2.0]', 0.95, 0.3, 0.05) }} as actual,
+        pow(0.95, 2) * 0.95 + 0.05 as expected
     union all
-    select 'fold: no events stays 1.0', {{ fold_strength('[]::double[]', 0.95, 0.3, 0.05) }}, 1.0
+    select
+        'fold: no events stays 1.0' as check_name,
+        {{ fold_strength('[]::double[]', 0.95, 0.3, 0.05) }} as actual,
+        1.0 as expected
 )
 
 select *

@@ -7,11 +7,11 @@ with seed_memories as (
 ),
 
 intents as (
-    select * from (values
-        (1, '喜欢什么输出方式', [0.85, 0.15, 0.20, 0.05]::float[4]),
-        (2, '做过什么数据分析', [0.10, 0.80, 0.30, 0.10]::float[4]),
-        (3, '熟悉什么部署工具', [0.20, 0.10, 0.90, 0.00]::float[4])
-    ) as i (intent_id, intent, embedding)
+    select 1 as intent_id, '喜欢什么输出方式' as intent, [0.85, 0.15, 0.20, 0.05]::float[4] as embedding
+    union all
+    select 2 as intent_id, '做过什么数据分析' as intent, [0.10, 0.80, 0.30, 0.10]::float[4] as embedding
+    union all
+    select 3 as intent_id, '熟悉什么部署工具' as intent, [0.20, 0.10, 0.90, 0.00]::float[4] as embedding
 ),
 
 results as (
@@ -33,11 +33,13 @@ actual as (
 ),
 
 expected as (
-    select * from (values
-        (1, '用户偏好简洁输出、喜欢表格 / 用户熟悉 Cloudflare Tunnel 部署'),
-        (2, '用户用 DuckDB 做过销售数据分析 / 用户熟悉 Cloudflare Tunnel 部署'),
-        (3, '用户熟悉 Cloudflare Tunnel 部署 / 用户用 DuckDB 做过销售数据分析 / 用户偏好简洁输出、喜欢表格')
-    ) as e (intent_id, top_memories)
+    select 1 as intent_id, '用户偏好简洁输出、喜欢表格 / 用户熟悉 Cloudflare Tunnel 部署' as top_memories
+    union all
+    select 2 as intent_id, '用户用 DuckDB 做过销售数据分析 / 用户熟悉 Cloudflare Tunnel 部署' as top_memories
+    union all
+    select
+        3 as intent_id,
+        '用户熟悉 Cloudflare Tunnel 部署 / 用户用 DuckDB 做过销售数据分析 / 用户偏好简洁输出、喜欢表格' as top_memories
 )
 
 select expected.intent_id, expected.top_memories as expected, actual.top_memories as actual

@@ -20,11 +20,11 @@ results as (
 ),
 
 expected as (
-    select * from (values
-        (1, 'preference', 0.996),
-        (2, 'skill', 0.444),
-        (3, 'fact', 0.351)
-    ) as e (rank, kind, similarity)
+    select 1 as rank, 'preference' as kind, 0.996 as similarity
+    union all
+    select 2 as rank, 'skill' as kind, 0.444 as similarity
+    union all
+    select 3 as rank, 'fact' as kind, 0.351 as similarity
 )
 
 select
@@ -36,5 +36,5 @@ select
 from expected
 full outer join results using (rank)
 where expected.kind is distinct from results.kind
-   or abs(round(results.similarity, 3) - expected.similarity) > 0.0005
-   or results.similarity is null
+    or abs(round(results.similarity, 3) - expected.similarity) > 0.0005
+    or results.similarity is null

@@ -13,4 +13,4 @@ select m.memory_id, m.n_terms, m.valid_to, i.memory_id is not null as is_indexed
 from current_memories as m
 left join indexed as i using (memory_id)
 where (m.valid_to is null and m.n_terms > 0 and i.memory_id is null)
-   or (m.valid_to is not null and i.memory_id is not null)
+    or (m.valid_to is not null and i.memory_id is not null)
