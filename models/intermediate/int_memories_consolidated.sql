@@ -30,8 +30,8 @@ near_pairs as (
             and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
 ),
 
-{#- follow the picks to the root (a candidate that joined none), so that a chain c -> p -> q is
-    one memory q: a memory always contains the candidate that names it -#}
+-- follow the picks to the root (a candidate that joined none): a chain c -> p -> q is one
+-- memory q, so a memory always contains the candidate that names it
 chain as (
     select candidate_id, candidate_id as memory_id
     from candidates

@@ -34,7 +34,7 @@ select
     memory_id,
     last_active_at,
     {% if days is none -%}
-    'keep'
+        'keep'
     {%- else -%}
     case
         when list_contains([{{ sql_string_list(var('retention_kinds')) }}]::varchar[], kind)

@@ -31,7 +31,6 @@ select
     p.agent_ids
 from memories as m
 inner join strengths as s using (memory_id)
+inner join {{ ref('int_memory_retention') }} as r using (memory_id)
 left join {{ ref('int_memory_provenance') }} as p using (memory_id)
-where memory_id not in (
-    select memory_id from {{ ref('int_memory_retention') }} where retention_action != 'keep'
-)
+where r.retention_action = 'keep'

@@ -37,7 +37,7 @@ renamed as (
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at
     from landed
     where landing_id is not null
-      and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
+        and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
     qualify row_number() over (partition by landing_id order by _landing_file) = 1
 )
 

@@ -21,8 +21,8 @@ renamed as (
         try_cast(accessed_at as timestamptz) at time zone 'UTC' as accessed_at
     from landed
     where event_id is not null and memory_id is not null
-      and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
-      and not {{ is_forgotten_memory('landed.memory_id') }}
+        and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
+        and not {{ is_forgotten_memory('landed.memory_id') }}
     qualify row_number() over (partition by event_id order by _landing_file) = 1
 )
 
