@@ -13,7 +13,7 @@ import pytest
 
 from recall_shim import InvalidQuery, MemoryStore
 
-from .conftest import query
+from .conftest import RunningServer, query
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 TS = "2026-11-01 10:00:00"
@@ -88,6 +88,28 @@ def test_cli_scopes(scoped: MemoryStore, tmp_path: Path) -> None:
     lines = [json.loads(x) for x in out.stdout.splitlines()]
     assert {m["content"] for m in lines[0]["results"]} == {"User lives in Lisbon", "User prefers window seats"}
     assert "user_id is required" in lines[1]["error"] and out.returncode == 1
+
+
+def test_http_server_requires_a_user_and_takes_narrower_scopes(scoped: MemoryStore, tmp_path: Path) -> None:
+    import httpx
+
+    server = RunningServer(scoped.paths.db, tmp_path / "server.log")
+    try:
+        body = {"user_id": "ann", "query": "where", "min_sim": -1, "top_k": 10, "kinds": RULE_KINDS,
+                "record_access": False}
+        r = httpx.post(server.url + "/recall", json={**body, "agent_id": "travel-bot"}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert {m["content"] for m in r.json()["results"]} == {"User lives in Lisbon", "User prefers window seats"}
+        r = httpx.post(server.url + "/recall", json={**body, "session_id": "work"}, timeout=120)
+        assert {m["content"] for m in r.json()["results"]} == {"User prefers window seats",
+                                                                "User has experience with Postgres"}
+        no_user = {k: v for k, v in body.items() if k != "user_id"}
+        r = httpx.post(server.url + "/recall", json=no_user, timeout=120)
+        assert r.status_code == 422 and "user_id" in r.json()["error"]
+        r = httpx.post(server.url + "/recall", json={**body, "user_id": " ann"}, timeout=120)
+        assert r.status_code == 400 and "whitespace" in r.json()["error"]
+    finally:
+        server.stop()
 
 
 def test_analyst_views_are_per_user_or_marked_all_users(scoped: MemoryStore) -> None:
