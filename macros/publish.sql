@@ -16,6 +16,10 @@
       create table serving_snapshot.main.recall_queries as select * from {{ rq }};
       create table serving_snapshot.main.memory_term_index as select * from {{ target.schema }}.memory_term_index order by user_id, term;
       create table serving_snapshot.main.memory_term_stats as select * from {{ target.schema }}.memory_term_stats order by user_id, term;
+      {%- set ris = adapter.get_relation(database=target.database, schema=target.schema, identifier='recall_index_settings') %}
+      {%- if ris is not none %}
+      create table serving_snapshot.main.recall_index_settings as select * from {{ ris }};
+      {%- endif %}
       detach serving_snapshot;
       copy (select '{{ invocation_id }}' as invocation_id) to '{{ name }}.ready' (format csv);
     {%- else -%}

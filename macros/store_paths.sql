@@ -8,11 +8,35 @@
 
 {% macro serving_dir() -%}{{ store_stem() }}.serving{%- endmacro %}
 
-{#- read_json over one landing folder with an explicit schema; every value lands as text so that
-    staging, not the reader, decides what is valid. -#}
-{% macro read_landing(folder, columns) -%}
+{#- The landing files of one folder that ``relation`` (an incremental staging model with a
+    landing_file column) has not loaded yet, plus the folder's empty marker (so the list is never
+    empty). An incremental build reads only these: its cost follows what is new, not everything
+    ever landed. Files are immutable and appear atomically, so a file landing after this listing
+    is simply read by the next build. Returns none (read every file) for a table built before it
+    had a landing_file column. -#}
+{% macro new_landing_files(folder, relation) -%}
+  {%- set marker = inbox_dir() ~ '/' ~ folder ~ '/_empty.jsonl' -%}
+  {%- if not execute -%}{{ return([marker]) }}{%- endif -%}
+  {%- set known = adapter.get_columns_in_relation(relation) | map(attribute='name') | list -%}
+  {%- if 'landing_file' not in known -%}{{ return(none) }}{%- endif -%}
+  {%- set sql -%}
+    select file from glob('{{ inbox_dir() }}/{{ folder }}/*.jsonl')
+    where file not in (select landing_file from {{ relation }} where landing_file is not null)
+    order by file
+  {%- endset -%}
+  {%- set files = run_query(sql).columns[0].values() | list -%}
+  {{ return(files if marker in files else files + [marker]) }}
+{%- endmacro %}
+
+{#- read_json over one landing folder (or the given list of its files) with an explicit schema;
+    every value lands as text so that staging, not the reader, decides what is valid. -#}
+{% macro read_landing(folder, columns, files=none) -%}
 read_json(
+    {% if files is none -%}
     '{{ inbox_dir() }}/{{ folder }}/*.jsonl',
+    {%- else -%}
+    [{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
+    {%- endif %}
     format = 'newline_delimited',
     columns = {
       {%- for name, type in columns.items() %}

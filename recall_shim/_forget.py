@@ -10,7 +10,8 @@ Order, all under the store's build lock (no build runs meanwhile):
 3. delete the rows from every warehouse table that has a ``user_id``, ``memory_id``,
    ``message_id`` or ``landing_id`` column (plus orphaned embeddings), then rewrite the DuckDB
    file into a fresh one (``COPY FROM DATABASE``) so that no freed block keeps old bytes;
-4. publish a purged copy of the newest serving snapshot and delete every older one;
+4. publish a purged copy of the newest serving snapshot with a freshly built serving index, and
+   delete every older snapshot and index folder;
 5. delete the store's dbt target/ and logs/; append the audit record (no content).
 
 Values are always bound parameters or rows of temporary tables; only identifiers read from the
@@ -34,6 +35,7 @@ from ._errors import InvalidInput, StoreBusy
 from ._landing import utc_now_iso, write_landing_file
 from ._locks import file_lock
 from ._paths import EMPTY_MARKER, StorePaths
+from ._index import build_index
 from ._serving import ready_snapshots
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
@@ -345,6 +347,11 @@ def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
                 con.close()
             except duckdb.Error:
                 pass
+        try:  # a fresh serving index (none of the old index files is reused)
+            stats = build_index(paths.serving / f"{new_name}.duckdb")
+            removed["serving:index_rows"] = int(stats.get("rows", 0))
+        except Exception:  # noqa: BLE001 - as at build: without an index the snapshot's statement serves
+            shutil.rmtree(paths.serving / f"{new_name}.index", ignore_errors=True)
         marker = paths.serving / f"{new_name}.ready"
         with open(marker, "w", encoding="ascii") as fh:
             fh.write("invocation_id\nforget\n")
@@ -356,7 +363,10 @@ def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
             if new_name is not None and f.name.startswith(new_name + "."):
                 continue
             if f.name.startswith(("snap-", ".snap-")):
-                f.unlink(missing_ok=True)
+                if f.is_dir():  # a snapshot's serving index (vectors and content payload)
+                    shutil.rmtree(f, ignore_errors=True)
+                else:
+                    f.unlink(missing_ok=True)
                 dropped += f.name.endswith(".duckdb")
         _fsync_dir(paths.serving)
     removed["serving:snapshots_dropped"] = dropped

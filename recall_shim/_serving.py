@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,7 +14,13 @@ import duckdb
 import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from ._index import SnapshotIndex, build_index, index_dir
 from ._paths import StorePaths
+
+# The index reproduces the compiled statement when its fusion is vector-only (score = cosine x
+# strength factor x question weight). The hybrid fusions (weighted, rrf, lexical) need the lexical
+# leg and run as compiled (docs/serving.md).
+INDEXED_FUSION = "vector"
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,9 @@ class RecalledMemory:
 class RecallSettings:
     sql_text: str
     similarity_sql: str
+    fusion_method: str
+    strength_weight: float
+    question_episode_weight: float
     embedding_model: str
     embedding_dim: int
     embedding_query_form: str
@@ -90,7 +100,27 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
             if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
                 (paths.serving / n).unlink(missing_ok=True)
                 removed += 1
+    # index folders whose snapshot is gone, and temporary ones a killed builder left behind
+    # (builds hold the build lock, so no index is being written while this runs)
+    for n in os.listdir(paths.serving):
+        p = paths.serving / n
+        if n.startswith("snap-") and ".index" in n and p.is_dir():
+            snap = paths.serving / (n.split(".index", 1)[0] + ".duckdb")
+            if not n.endswith(".index") or not snap.exists():
+                shutil.rmtree(p, ignore_errors=True)
+                removed += 1
     return removed
+
+
+def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | None, str]:
+    """Build ``snapshot``'s serving index from the newest older index (incrementally where it
+    can). A failure is reported, not raised: the snapshot is then served by its compiled statement."""
+    older = [s for s in ready_snapshots(paths) if s.name < snapshot.name and (index_dir(s) / "meta.json").exists()]
+    try:
+        stats = build_index(snapshot, index_dir(older[-1]) if older else None)
+    except Exception as exc:  # noqa: BLE001 - serving falls back to the compiled statement
+        return None, f"\nserving index not built for {snapshot.name}: {exc!r}\n"
+    return stats, f"\nserving index for {snapshot.name}: {stats}\n"
 
 
 @dataclass
@@ -102,6 +132,8 @@ class SnapshotReader:
     _con: duckdb.DuckDBPyConnection | None = None
     _settings: RecallSettings | None = None
     _known_users: set[str] = field(default_factory=set)
+    _index: SnapshotIndex | None = None
+    _index_tried: bool = False  # an index folder was there for this snapshot (used or not)
 
     def refresh(self) -> None:
         ready = ready_snapshots(self.paths)
@@ -111,11 +143,14 @@ class SnapshotReader:
             )
         newest = ready[-1]
         if newest == self._path and self._con is not None:
+            if not self._index_tried and (index_dir(newest) / "meta.json").exists():
+                self._index = self._open_index(newest)  # published after the snapshot
             return
         con = duckdb.connect(str(newest), read_only=True)
         rows = {r[0]: r[1:] for r in con.execute(
-            "select query_name, sql_text, embedding_model, embedding_dim, embedding_query_form, default_top_k,"
-            " default_min_sim, max_top_k, max_query_chars from recall_queries"
+            "select query_name, sql_text, fusion_method, strength_weight, question_episode_weight, embedding_model,"
+            " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k, max_query_chars"
+            " from recall_queries"
         ).fetchall()}
         if "recall" not in rows or "similarity_distribution" not in rows:
             con.close()
@@ -124,6 +159,23 @@ class SnapshotReader:
         self._con, self._path = con, newest
         recall = rows["recall"]
         self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
+        self._index = self._open_index(newest)
+
+    def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
+        assert self._settings is not None
+        self._index_tried = (index_dir(snapshot) / "meta.json").exists()
+        s = self._settings
+        if s.fusion_method != INDEXED_FUSION:
+            return None  # the lexical leg and its fusion run in the compiled statement
+        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight)
+        if index is not None and index.dim != self._settings.embedding_dim:
+            return None
+        return index
+
+    @property
+    def indexed(self) -> bool:
+        """Whether recall is served by the snapshot's index (else by the compiled statement)."""
+        return self._index is not None
 
     @property
     def settings(self) -> RecallSettings:
@@ -140,6 +192,10 @@ class SnapshotReader:
             self._con.close()
         self._con = None
         self._path = None
+        if self._index is not None:
+            self._index.close()
+        self._index = None
+        self._index_tried = False
 
     def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
         dim = self.settings.embedding_dim
@@ -187,6 +243,8 @@ class SnapshotReader:
         assert self._con is not None and self._settings is not None
         if not vectors:
             return []
+        if self._index is not None and agent_id is None and session_id is None:  # the index has no provenance
+            return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         rows = self._con.execute(
             self._settings.sql_text,
             [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
@@ -201,4 +259,25 @@ class SnapshotReader:
                 RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
                                list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0))
             )
+        return out
+
+    def _run_indexed(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's answer, from the index (see recall_shim/_index.py)."""
+        assert self._index is not None
+        index = self._index
+        out: list[list[RecalledMemory]] = []
+        for intent, hits in enumerate(index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k, min_sim, kinds)):
+            group = []
+            for rank, h in enumerate(hits, start=1):
+                content, sources = index.payload_of(h.row)
+                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                            list(sources), rank, intent))
+            out.append(group)
         return out

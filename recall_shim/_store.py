@@ -23,7 +23,7 @@ from ._landing import message_record, read_input_file, utc_now_iso, write_landin
 from ._locks import file_lock
 from ._paths import StorePaths
 from ._prompt import format_prompt
-from ._serving import RecalledMemory, SnapshotReader, prune_snapshots
+from ._serving import RecalledMemory, SnapshotReader, prune_snapshots, update_index
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
@@ -83,6 +83,7 @@ class BuildResult:
     snapshot: str | None
     output: str
     seconds: float
+    index: dict[str, Any] | None = None  # what the serving index update did (None: no index)
 
 
 class MemoryStore:
@@ -177,14 +178,22 @@ class MemoryStore:
         started = time.monotonic()
         with open(self.paths.build_lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True)
+            # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
+            # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
+            # with it on the warehouse file.
+            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
+                                  pass_fds=(lock.fileno(),))
+            output = proc.stdout + proc.stderr
+            snaps = [line.split("publishing serving snapshot ", 1)[1].strip()
+                     for line in output.splitlines() if "publishing serving snapshot " in line]
+            index = None
+            if proc.returncode == 0 and snaps:
+                index, note = update_index(self.paths, Path(snaps[-1]))
+                output += note
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
-        output = proc.stdout + proc.stderr
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
-        snaps = [line.split("publishing serving snapshot ", 1)[1].strip()
-                 for line in output.splitlines() if "publishing serving snapshot " in line]
-        return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started)
+        return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
     def _vectors(self, queries: Sequence[Query]) -> list[list[float]]:

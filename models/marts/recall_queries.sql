@@ -14,6 +14,8 @@
         '{{ sql_text | replace("'", "''") }}' as sql_text,
         '{{ parameters }}' as parameters,
         '{{ var("fusion_method") }}' as fusion_method,
+        {{ var('strength_weight') }}::double as strength_weight,
+        {{ var('question_episode_weight') }}::double as question_episode_weight,
         '{{ var("embedding_model") }}' as embedding_model,
         {{ var('embedding_dim') }} as embedding_dim,
         '{{ var("embedding_query_form") }}' as embedding_query_form,

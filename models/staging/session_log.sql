@@ -17,7 +17,7 @@ with landed as (
         'ts': 'VARCHAR',
         'message_id': 'VARCHAR',
         'landed_at': 'VARCHAR',
-    }) }}
+    }, new_landing_files('messages', this) if is_incremental() else none) }}
 ),
 
 renamed as (

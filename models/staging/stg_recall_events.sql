@@ -1,5 +1,5 @@
 {#- One row per recall access event: a recall returned memory_id to user_id at accessed_at. -#}
-{{ config(materialized='incremental', incremental_strategy='append') }}
+{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
 
 with landed as (
     select *
@@ -9,7 +9,7 @@ with landed as (
         'user_id': 'VARCHAR',
         'query_id': 'VARCHAR',
         'accessed_at': 'VARCHAR',
-    }) }}
+    }, new_landing_files('access', this) if is_incremental() else none) }}
 ),
 
 renamed as (
@@ -18,7 +18,8 @@ renamed as (
         memory_id,
         user_id,
         query_id,
-        try_cast(accessed_at as timestamptz) at time zone 'UTC' as accessed_at
+        try_cast(accessed_at as timestamptz) at time zone 'UTC' as accessed_at,
+        _landing_file as landing_file
     from landed
     where event_id is not null and memory_id is not null
         and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}

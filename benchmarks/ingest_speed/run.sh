@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# One command: bash benchmarks/ingest_speed/run.sh [--sizes 20000,200000] [--increment 2000] [--quick]
+# then the decay fold at scale: .venv/bin/python -m benchmarks.ingest_speed.decay
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export OMP_WAIT_POLICY=passive DBT_SEND_ANONYMOUS_USAGE_STATS=false
+exec .venv/bin/python -m benchmarks.ingest_speed "$@"

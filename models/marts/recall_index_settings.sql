@@ -1,0 +1,9 @@
+{#- One row: the tunables of the serving index (recall_shim/_index.py, docs/serving.md). Publishing
+    copies it into every snapshot, so the index is built with the settings of its build. -#}
+select
+    {{ var('recall_index_min_rows') }}::bigint as min_rows,
+    {{ var('recall_index_nprobe') }}::bigint as nprobe,
+    {{ var('recall_index_candidates') }}::bigint as candidates,
+    {{ var('recall_index_max_share') }}::double as max_share,
+    {{ var('recall_index_lists_per_sqrt') }}::double as lists_per_sqrt,
+    {{ var('recall_index_retrain_growth') }}::double as retrain_growth
