@@ -99,6 +99,8 @@ def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
     kept = ["Zqkeptcity", "Zqbystander", "zqgonetea"]
     for marker in forgotten + kept:  # the byte search can see every marker before forgetting
         assert files_containing(store, marker), marker
+    # including in the serving index's payload beside the snapshot
+    assert any(".index" in f for f in files_containing(store, "Zqgonecity"))
     mem_id = owned(store, "zqforgottentea")[0][0]
     other_users_memory = owned(store, "Zqbystander")[0][0]
     with pytest.raises(InvalidInput, match="does not belong"):
