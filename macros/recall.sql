@@ -14,6 +14,9 @@
     terms, term_stats : the lexical index relations (memory_term_index, memory_term_stats);
                  required unless fusion is 'vector'
     fusion     : 'weighted' | 'rrf' | 'vector' | 'lexical' (default var fusion_method)
+    agent_id, session_id : optional narrower scopes inside the user scope: SQL expressions of a
+                 VARCHAR or NULL (no filter); a memory matches when one of its source messages
+                 came from that agent / session (columns agent_ids, session_ids). None = no filter.
 
     Legs: vector = cosine over the user's memories (NULL/NaN dropped, so NULL or zero vectors
     never rank); lexical = BM25 over the term index with the same tokenize macro on the query.
@@ -25,7 +28,7 @@
     question_episode_weight for episodes that are questions (is_question). Memories below
     min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
-                    terms=none, term_stats=none, fusion=none) -%}
+                    terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
 {%- set fusion = fusion if fusion is not none else var('fusion_method') -%}
 {%- if fusion not in ('weighted', 'rrf', 'vector', 'lexical') -%}
   {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
@@ -52,6 +55,12 @@ scoped_memories as (
       )
       {%- if current_only %}
       and valid_to is null
+      {%- endif %}
+      {%- if agent_id is not none %}
+      and ({{ agent_id }} is null or list_contains(agent_ids, {{ agent_id }}))
+      {%- endif %}
+      {%- if session_id is not none %}
+      and ({{ session_id }} is null or list_contains(session_ids, {{ session_id }}))
       {%- endif %}
 ),
 
@@ -175,8 +184,9 @@ order by intent_id, rank
 {#- The statement the shim runs per request, with bound parameters:
     $1 user_id VARCHAR, $2 query vectors FLOAT[dim][] (one per intent), $3 top_k INTEGER,
     $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[] (one per intent,
-    NULL entries for precomputed vectors). Relations carry no database name, so the same text
-    runs against any published snapshot file. -#}
+    NULL entries for precomputed vectors), $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or
+    NULL. Relations carry no database name, so the same text runs against any published
+    snapshot file. -#}
 {% macro shim_recall_sql() -%}
 {{ recall_sql(
     memories=ref('long_term_memory').include(database=False),
@@ -186,7 +196,9 @@ order by intent_id, rank
     min_sim='$4::double',
     kinds='$5::varchar[]',
     terms=ref('memory_term_index').include(database=False),
-    term_stats=ref('memory_term_stats').include(database=False)
+    term_stats=ref('memory_term_stats').include(database=False),
+    agent_id='$7::varchar',
+    session_id='$8::varchar'
 ) }}
 {%- endmacro %}
 

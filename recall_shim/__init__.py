@@ -5,6 +5,7 @@
     store.remember("alice", "I prefer tables", session_id="s1")
     store.build()
     print(store.prompt(["how should I format answers?"], user_id="alice"))
+    store.forget(user_id="alice")          # everywhere, with an audit record
 """
 
 from ._errors import (
@@ -13,9 +14,11 @@ from ._errors import (
     DimensionMismatch,
     InvalidInput,
     InvalidQuery,
+    StoreBusy,
     StoreNotBuilt,
     UnknownEmbeddingModel,
 )
+from ._forget import ForgetReport
 from ._prompt import format_prompt
 from ._serving import RecalledMemory
 from ._store import BuildResult, IngestReport, MemoryStore
@@ -25,12 +28,14 @@ __all__ = [
     "RecalledMemory",
     "IngestReport",
     "BuildResult",
+    "ForgetReport",
     "format_prompt",
     "AgentMemoryError",
     "BuildFailed",
     "DimensionMismatch",
     "InvalidInput",
     "InvalidQuery",
+    "StoreBusy",
     "StoreNotBuilt",
     "UnknownEmbeddingModel",
 ]

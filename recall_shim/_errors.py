@@ -27,6 +27,10 @@ class UnknownEmbeddingModel(AgentMemoryError):
     """The configured embedding model is not in the registry."""
 
 
+class StoreBusy(AgentMemoryError):
+    """Another process holds the warehouse file (an open DuckDB connection outside the shim)."""
+
+
 class BuildFailed(AgentMemoryError):
     """``dbt build`` exited non-zero; its output is attached."""
 

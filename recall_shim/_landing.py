@@ -4,7 +4,8 @@ number of writer processes run while a build or a recall holds the database.
 A landing file is written to a temporary name, fsynced, then renamed into place (and the folder
 fsynced): a reader sees a whole file or none, and a write is acknowledged only once durable.
 Every value is written as text with ``ensure_ascii`` JSON, so any byte sequence survives the trip:
-invalid UTF-8 in an input file is replaced with U+FFFD and flagged, and staging rejects it.
+invalid UTF-8 in any field of an input file is replaced with U+FFFD and flagged
+(``content_invalid_utf8``), and staging rejects the row.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def message_record(row: Mapping[str, Any], landed_at: str) -> dict[str, Any]:
         text = _text(value)
         if text is not None:
             text, repaired = _clean(text)
-            invalid = invalid or (repaired and field == "content")
+            invalid = invalid or repaired  # any field: an id must never change silently
         record[field] = text
     record["content_invalid_utf8"] = invalid
     return record

@@ -59,13 +59,17 @@ def create_mcp_server(service: MemoryService) -> MCPServer:
     @server.tool(description="Recall one user's memories most relevant to a query "
                              "(ranked by strength x cosine similarity).")
     def recall(user_id: str, query: str, top_k: int | None = None, min_sim: float | None = None,
-               kinds: list[str] | None = None) -> dict[str, Any]:
-        return _call(service.recall, user_id, query, top_k=top_k, min_sim=min_sim, kinds=kinds)
+               kinds: list[str] | None = None, agent_id: str | None = None,
+               session_id: str | None = None) -> dict[str, Any]:
+        return _call(service.recall, user_id, query, top_k=top_k, min_sim=min_sim, kinds=kinds,
+                     agent_id=agent_id, session_id=session_id)
 
     @server.tool(description="Recall for several intents of one user at once; one result list per query.")
     def recall_many(user_id: str, queries: list[str], top_k: int | None = None,
-                    min_sim: float | None = None, kinds: list[str] | None = None) -> dict[str, Any]:
-        return _call(service.recall_many, user_id, queries, top_k=top_k, min_sim=min_sim, kinds=kinds)
+                    min_sim: float | None = None, kinds: list[str] | None = None,
+                    agent_id: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        return _call(service.recall_many, user_id, queries, top_k=top_k, min_sim=min_sim, kinds=kinds,
+                     agent_id=agent_id, session_id=session_id)
 
     @server.tool(description="Recall for the queries and return the memories as a system-prompt block "
                              "('' when nothing relevant is known).")
@@ -73,8 +77,8 @@ def create_mcp_server(service: MemoryService) -> MCPServer:
                top_k: int | None = None) -> dict[str, Any]:
         return _call(service.prompt, user_id, queries, budget_chars=budget_chars, top_k=top_k)
 
-    @server.tool(description="Forget one memory (memory_id) or every memory of a user (user_id). "
-                             "Takes effect at the next build.")
+    @server.tool(description="Forget one memory (memory_id) or every memory of a user (user_id) "
+                             "everywhere, at once; audited (docs/data_protection.md).")
     def forget(user_id: str | None = None, memory_id: str | None = None,
                actor: str = "mcp") -> dict[str, Any]:
         return _call(service.forget, user_id=user_id, memory_id=memory_id, actor=actor)

@@ -3,9 +3,12 @@
     <stem>.duckdb            the warehouse: written only by ``dbt build`` (one builder at a time)
     <stem>.inbox/messages/   immutable JSONL landing files, one per write (session log rows)
     <stem>.inbox/access/     immutable JSONL landing files of recall access events
+    <stem>.inbox/forget/     forget tombstones (ids only, never content)
+    <stem>.inbox/.write.lock writers hold it shared while landing; forget holds it exclusively
     <stem>.serving/          published read-only snapshots ``snap-*.duckdb`` + ``.ready`` markers
     <stem>.build.lock        serialises builds
     <stem>.dbt/              dbt's target/ and logs/ for this store
+    <stem>.audit.jsonl       one line per forget: what, when, by whom, counts (never content)
 
 The same derivation is written in Jinja in ``macros/store_paths.sql``; keep them in step.
 """
@@ -46,6 +49,18 @@ class StorePaths:
         return self.inbox / "access"
 
     @property
+    def forget(self) -> Path:
+        return self.inbox / "forget"
+
+    @property
+    def write_lock(self) -> Path:
+        return self.inbox / ".write.lock"
+
+    @property
+    def audit(self) -> Path:
+        return self._sibling(".audit.jsonl")
+
+    @property
     def serving(self) -> Path:
         return self._sibling(".serving")
 
@@ -59,8 +74,8 @@ class StorePaths:
 
     def ensure(self) -> "StorePaths":
         """Create the folders and the empty landing files that keep DuckDB's globs non-empty."""
-        for d in (self.db.parent, self.messages, self.access, self.serving):
+        for d in (self.db.parent, self.messages, self.access, self.forget, self.serving):
             d.mkdir(parents=True, exist_ok=True)
-        for d in (self.messages, self.access):
+        for d in (self.messages, self.access, self.forget):
             (d / EMPTY_MARKER).touch(exist_ok=True)
         return self

@@ -81,6 +81,8 @@ class _RecallOptions(_Body):
     min_sim: float | None = Field(None, description="minimum raw cosine similarity (default: recall_min_sim)")
     kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, ...)")
     record_access: bool = Field(True, description="log returned memories as accesses (they reinforce)")
+    agent_id: str | None = Field(None, description="narrow to memories with a source message from this agent")
+    session_id: str | None = Field(None, description="narrow to memories with a source message from this session")
 
 
 class RecallBody(_RecallOptions):
@@ -207,21 +209,24 @@ def create_app(service: MemoryService) -> FastAPI:
               summary="Recall one user's memories for one query text or vector")
     def recall(body: RecallBody) -> dict[str, Any]:
         return service.recall(body.user_id, body.query, body.vector, top_k=body.top_k, min_sim=body.min_sim,
-                              kinds=body.kinds, record_access=body.record_access)
+                              kinds=body.kinds, record_access=body.record_access,
+                              agent_id=body.agent_id, session_id=body.session_id)
 
     @app.post("/recall-many", response_model=RecallManyResponse, responses=ERRORS,
               summary="Recall for several intents of one user in one statement")
     def recall_many(body: RecallManyBody) -> dict[str, Any]:
         return service.recall_many(body.user_id, body.queries, top_k=body.top_k, min_sim=body.min_sim,
-                                   kinds=body.kinds, record_access=body.record_access)
+                                   kinds=body.kinds, record_access=body.record_access,
+                              agent_id=body.agent_id, session_id=body.session_id)
 
     @app.post("/prompt", responses=ERRORS, summary="Recall and format the memories as a system-prompt block")
     def prompt(body: PromptBody) -> dict[str, Any]:
         return service.prompt(body.user_id, body.queries, budget_chars=body.budget_chars, top_k=body.top_k,
-                              min_sim=body.min_sim, kinds=body.kinds, record_access=body.record_access)
+                              min_sim=body.min_sim, kinds=body.kinds, record_access=body.record_access,
+                              agent_id=body.agent_id, session_id=body.session_id)
 
     @app.post("/forget", responses={**ERRORS, 501: {"model": ErrorResponse}},
-              summary="Forget one memory or every memory of a user (effective after the next build)")
+              summary="Forget one memory or every memory of a user everywhere, at once (audited)")
     def forget(body: ForgetBody) -> dict[str, Any]:
         return service.forget(user_id=body.user_id, memory_id=body.memory_id, actor=body.actor)
 

@@ -125,12 +125,14 @@ class MemoryService:
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
         record_access: bool = True,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
         if (query is None) == (vector is None):
             raise InvalidQuery("give exactly one of query (text) or vector")
         q: Any = query if query is not None else list(vector or [])
         out = self.recall_many(user_id, [q], top_k=top_k, min_sim=min_sim, kinds=kinds,
-                               record_access=record_access)
+                               record_access=record_access, agent_id=agent_id, session_id=session_id)
         return {"results": out["results"][0], "snapshot": out["snapshot"]}
 
     def recall_many(
@@ -142,6 +144,8 @@ class MemoryService:
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
         record_access: bool = True,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
         if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
@@ -149,7 +153,8 @@ class MemoryService:
             raise InvalidQuery(f"at most {MAX_QUERIES} queries per request, got {len(queries)}")
         with self._read_lock:
             groups = self.store.recall_many(list(queries), user_id=user_id, top_k=top_k, min_sim=min_sim,
-                                            kinds=kinds, record_access=record_access)
+                                            kinds=kinds, record_access=record_access,
+                                            agent_id=agent_id, session_id=session_id)
             snap = self.store.snapshot_path
         return {"results": [_memories(g) for g in groups], "snapshot": snap.name if snap else None}
 
@@ -163,6 +168,8 @@ class MemoryService:
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
         record_access: bool = True,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
         if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
@@ -170,7 +177,8 @@ class MemoryService:
             raise InvalidQuery(f"budget_chars must be a positive integer, got {budget_chars!r}")
         with self._read_lock:
             text = self.store.prompt(list(queries), user_id=user_id, budget_chars=budget_chars, top_k=top_k,
-                                     min_sim=min_sim, kinds=kinds, record_access=record_access)
+                                     min_sim=min_sim, kinds=kinds, record_access=record_access,
+                                     agent_id=agent_id, session_id=session_id)
         return {"prompt": text}
 
     def forget(self, user_id: str | None = None, memory_id: str | None = None,

@@ -66,6 +66,7 @@ class RecallSettings:
     default_top_k: int
     default_min_sim: float
     max_top_k: int
+    max_query_chars: int
 
 
 def ready_snapshots(paths: StorePaths) -> list[Path]:
@@ -148,7 +149,8 @@ class SnapshotReader:
         con = duckdb.connect(str(newest), read_only=True)
         rows = {r[0]: r[1:] for r in con.execute(
             "select query_name, sql_text, fusion_method, strength_weight, question_episode_weight, embedding_model,"
-            " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k from recall_queries"
+            " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k, max_query_chars"
+            " from recall_queries"
         ).fetchall()}
         if "recall" not in rows or "similarity_distribution" not in rows:
             con.close()
@@ -205,7 +207,11 @@ class SnapshotReader:
             raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
         if not np.all(np.isfinite(arr)):
             raise InvalidQuery("query vector contains NaN or infinity")
-        if not np.any(arr):
+        with np.errstate(over="ignore", under="ignore"):
+            arr32 = arr.astype(np.float32)
+        if not np.all(np.isfinite(arr32)):
+            raise InvalidQuery("query vector has values beyond the FLOAT (float32) range")
+        if not np.any(arr32):
             raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
         return [float(x) for x in arr]
 
@@ -227,20 +233,23 @@ class SnapshotReader:
         min_sim: float,
         kinds: Sequence[str] | None,
         texts: Sequence[str | None] | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> list[list[RecalledMemory]]:
         """Run the compiled statement for several intents at once; one result list per intent.
-        ``texts`` are the query texts for the lexical leg (None for precomputed vectors)."""
+        ``texts`` are the query texts for the lexical leg (None for precomputed vectors);
+        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing)."""
         self.refresh()
         assert self._con is not None and self._settings is not None
         if not vectors:
             return []
-        if self._index is not None:
+        if self._index is not None and agent_id is None and session_id is None:  # the index has no provenance
             return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         rows = self._con.execute(
             self._settings.sql_text,
             [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
              None if kinds is None else list(kinds),
-             list(texts) if texts is not None else [None] * len(vectors)],
+             list(texts) if texts is not None else [None] * len(vectors), agent_id, session_id],
         ).fetchall()
         out: list[list[RecalledMemory]] = [[] for _ in vectors]
         for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:

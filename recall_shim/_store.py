@@ -18,7 +18,9 @@ import numpy as np
 
 from ._embedding import embed_texts
 from ._errors import BuildFailed, InvalidInput, InvalidQuery
+from ._forget import ForgetReport, forget
 from ._landing import message_record, read_input_file, utc_now_iso, write_landing_file
+from ._locks import file_lock
 from ._paths import StorePaths
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, SnapshotReader, prune_snapshots, update_index
@@ -28,6 +30,24 @@ PROJECT_ENV = "AGENT_MEMORY_PROJECT"
 SNAPSHOTS_KEPT = 3
 
 Query = str | Sequence[float] | np.ndarray
+
+
+def _scope_id(value: Any, name: str, *, required: bool) -> str | None:
+    """A user/agent/session scope as given, or a clear error: ids are compared exactly, so one
+    that no stored row can have (blank, surrounding whitespace, control characters, not valid
+    Unicode) is refused instead of silently matching nothing or another user."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidQuery(f"{name} is required: recall is always scoped to one user" if name == "user_id"
+                           else f"{name} must be a non-empty string or None")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidQuery(f"{name} is not valid Unicode (lone surrogate)") from None
+    if value != value.strip() or any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in value):
+        raise InvalidQuery(f"{name} {value!r} has surrounding whitespace or control characters; no stored row can match it")
+    return value
 
 
 def project_dir() -> Path:
@@ -93,19 +113,21 @@ class MemoryStore:
     ) -> str:
         """Append one message to the session log (durable when this returns); returns its id."""
         message_id = message_id or f"msg_{uuid.uuid4().hex}"
-        row = {
-            "user_id": user_id, "session_id": session_id, "agent_id": agent_id,
-            "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000,
-            "role": role, "content": content, "ts": ts or utc_now_iso(), "message_id": message_id,
-        }
-        write_landing_file(self.paths.messages, [message_record(row, utc_now_iso())])
+        with file_lock(self.paths.write_lock, exclusive=False):
+            row = {
+                "user_id": user_id, "session_id": session_id, "agent_id": agent_id,
+                "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000,
+                "role": role, "content": content, "ts": ts or utc_now_iso(), "message_id": message_id,
+            }
+            write_landing_file(self.paths.messages, [message_record(row, utc_now_iso())])
         return message_id
 
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append many session-log rows (dicts with the session-log columns) as one landing file."""
-        landed_at = utc_now_iso()
-        records = [message_record(r, landed_at) for r in rows]
-        write_landing_file(self.paths.messages, records)
+        with file_lock(self.paths.write_lock, exclusive=False):
+            landed_at = utc_now_iso()
+            records = [message_record(r, landed_at) for r in rows]
+            write_landing_file(self.paths.messages, records)
         return len(records)
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
@@ -118,9 +140,10 @@ class MemoryStore:
         marker = self.paths.inbox / "ingested" / digest
         if marker.exists() and not force:
             return IngestReport(str(p), 0, None, skipped=True)
-        landed_at = utc_now_iso()
-        records = [message_record(r, landed_at) for r in read_input_file(p)]
-        landing = write_landing_file(self.paths.messages, records)
+        with file_lock(self.paths.write_lock, exclusive=False):
+            landed_at = utc_now_iso()
+            records = [message_record(r, landed_at) for r in read_input_file(p)]
+            landing = write_landing_file(self.paths.messages, records)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
         return IngestReport(str(p), len(records), str(landing) if landing else None)
@@ -179,6 +202,12 @@ class MemoryStore:
         for _, t in texts:
             if not t.strip():
                 raise InvalidQuery("query text is empty")
+            if len(t) > s.max_query_chars:
+                raise InvalidQuery(f"query text has {len(t)} characters; the limit is {s.max_query_chars} (var recall_max_query_chars)")
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
         vecs: list[list[float] | None] = [None] * len(queries)
         if texts:
             embedded = embed_texts(s.embedding_model, s.embedding_query_form, [t for _, t in texts])
@@ -198,14 +227,18 @@ class MemoryStore:
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
         record_access: bool = True,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> list[list[RecalledMemory]]:
         """Recall for several intents (texts or precomputed vectors) of one user in one statement.
 
         ``min_sim`` applies to raw cosine similarity; ranking is by strength x similarity.
-        An unknown user gets empty lists. Returned memories are logged as accesses (they
-        reinforce at the next build) unless ``record_access`` is false."""
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise InvalidQuery("user_id is required: recall is always scoped to one user")
+        ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
+        from that agent / session. An unknown user gets empty lists. Returned memories are logged
+        as accesses (they reinforce at the next build) unless ``record_access`` is false."""
+        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        agent_id = _scope_id(agent_id, "agent_id", required=False)
+        session_id = _scope_id(session_id, "session_id", required=False)
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence):
             raise InvalidQuery("queries must be a list of query texts or vectors")
         s = self._reader.settings
@@ -218,8 +251,11 @@ class MemoryStore:
         if kinds is not None:
             if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
                 raise InvalidQuery("kinds must be a list of kind names")
+            for x in kinds:
+                _scope_id(x, "kind", required=True)
         texts = [q if isinstance(q, str) else None for q in queries]
-        results = self._reader.run(user_id, self._vectors(queries), k, float(ms), kinds, texts)
+        results = self._reader.run(user_id, self._vectors(queries), k, float(ms), kinds, texts,
+                                   agent_id, session_id)
         if record_access:
             self._record_access(user_id, results)
         return results
@@ -227,8 +263,7 @@ class MemoryStore:
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
         choosing ``min_sim`` at a quantile (see ``agent-memory similarity``)."""
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise InvalidQuery("user_id is required: similarity is always scoped to one user")
+        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
@@ -243,18 +278,29 @@ class MemoryStore:
         return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
 
     def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
-        now = utc_now_iso()
-        query_id = uuid.uuid4().hex
-        seen: set[str] = set()
-        events = []
-        for group in results:
-            for m in group:
-                if m.memory_id in seen:
-                    continue
-                seen.add(m.memory_id)
-                events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
-                               "query_id": query_id, "accessed_at": now})
-        write_landing_file(self.paths.access, events)
+        if not any(results):
+            return
+        with file_lock(self.paths.write_lock, exclusive=False):
+            now = utc_now_iso()
+            query_id = uuid.uuid4().hex
+            seen: set[str] = set()
+            events = []
+            for group in results:
+                for m in group:
+                    if m.memory_id in seen:
+                        continue
+                    seen.add(m.memory_id)
+                    events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
+                                   "query_id": query_id, "accessed_at": now})
+            write_landing_file(self.paths.access, events)
+
+    # --- forgetting ----------------------------------------------------------------------
+    def forget(self, *, user_id: str | None = None, memory_id: str | None = None,
+               actor: str | None = None) -> ForgetReport:
+        """Forget a whole user (``user_id``) or one memory (``memory_id``; with ``user_id`` too,
+        the memory must belong to that user) everywhere, and append an audit record. See
+        ``docs/data_protection.md``."""
+        return forget(self.paths, user_id=user_id, memory_id=memory_id, actor=actor)
 
     @property
     def snapshot_path(self) -> Path | None:

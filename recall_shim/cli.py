@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from ._errors import AgentMemoryError, BuildFailed, InvalidQuery
+from ._errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
 from ._store import DEFAULT_DB_ENV, MemoryStore, project_dir
 
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
@@ -81,6 +81,8 @@ def _batch(store: MemoryStore, path: str, defaults: dict[str, Any]) -> int:
                     min_sim=req.get("min_sim", defaults["min_sim"]),
                     kinds=kinds,
                     record_access=defaults["record_access"],
+                    agent_id=req.get("agent_id", defaults["agent_id"]),
+                    session_id=req.get("session_id", defaults["session_id"]),
                 )
                 out: dict[str, Any] = {"id": req.get("id", lineno), "results": [m.as_dict() for m in results]}
             except (AgentMemoryError, json.JSONDecodeError) as exc:
@@ -96,13 +98,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
     kinds = args.kind or None
     if args.batch:
         return _batch(store, args.batch, {"user_id": args.user, "top_k": args.top_k, "min_sim": args.min_sim,
-                                          "kinds": kinds, "record_access": not args.no_access})
+                                          "kinds": kinds, "record_access": not args.no_access,
+                                          "agent_id": args.agent, "session_id": args.session})
     if not args.query:
         raise InvalidQuery("give a QUERY (several for multi-intent recall) or --batch FILE")
     if args.user is None:
         raise InvalidQuery("--user is required: recall is always scoped to one user")
     groups = store.recall_many(args.query, user_id=args.user, top_k=args.top_k, min_sim=args.min_sim,
-                               kinds=kinds, record_access=not args.no_access)
+                               kinds=kinds, record_access=not args.no_access,
+                               agent_id=args.agent, session_id=args.session)
     if args.prompt:
         from ._prompt import format_prompt
 
@@ -155,6 +159,21 @@ def cmd_similarity(args: argparse.Namespace) -> int:
         print(f"  {lo:6.3f} - {hi:6.3f} | {'#' * int(round(40 * c / width)):<40} {c}")
     print("quantiles: " + "  ".join(f"{k} {v:.3f}" for k, v in qs.items()))
     print(f"e.g. --min-sim {qs['p90']:.3f} keeps the most similar 10% of query-memory pairs")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    if args.user is None and args.memory is None:
+        raise InvalidInput("give --user USER (forget the whole user) or --memory MEMORY_ID")
+    rep = _store(args).forget(user_id=args.user, memory_id=args.memory, actor=args.actor)
+    if args.json:
+        print(json.dumps(rep.as_dict(), ensure_ascii=False))
+        return 0
+    what = f"memory {rep.memory_id}" if rep.scope == "memory" else f"user {rep.user_id}"
+    rows = sum(v for k, v in rep.removed.items() if not k.startswith(("serving:snapshots", "dbt_")))
+    print(f"forgot {what}{'' if rep.found else ' (nothing stored was found; tombstoned anyway)'}: "
+          f"{rep.memories} memories, {rep.messages} messages, {rows} rows removed in total; "
+          f"audit record {rep.audit_id} by {rep.actor} at {rep.forgotten_at}")
     return 0
 
 
@@ -254,10 +273,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", action="store_true", help="print the system-prompt block instead")
     s.add_argument("--budget", type=int, default=1200, help="prompt size budget in characters")
     s.add_argument("--batch", default=None, metavar="FILE",
-                   help='JSON lines {"id","user_id","query","top_k","min_sim","kinds"} (- for stdin); '
+                   help='JSON lines {"id","user_id","query","top_k","min_sim","kinds","agent_id","session_id"} (- for stdin); '
                         'prints one {"id","results"} line per query')
     s.add_argument("--no-access", action="store_true", help="do not record the recall as an access")
+    s.add_argument("--agent", default=None, help="narrow to memories with a source message from this agent")
+    s.add_argument("--session", default=None, help="narrow to memories with a source message from this session")
     s.set_defaults(func=cmd_recall)
+
+    s = sub.add_parser("forget", parents=[common], help="forget a user or one memory everywhere (audited)",
+                       description="Remove a user's data (--user) or one memory and its source messages "
+                                   "(--memory) from the landing files, the warehouse, the serving snapshots "
+                                   "and dbt's logs, keep a tombstone (ids only) so the next build cannot "
+                                   "bring it back, and append an audit record (what, when, by whom, counts; "
+                                   "no content) to <stem>.audit.jsonl. Waits for a running build.")
+    s.add_argument("--user", default=None, help="the user to forget (with --memory: the memory's owner, checked)")
+    s.add_argument("--memory", default=None, metavar="MEMORY_ID", help="the memory to forget")
+    s.add_argument("--actor", default=None, help="who asks, for the audit record (default: $AGENT_MEMORY_ACTOR or the login name)")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.set_defaults(func=cmd_forget)
 
     s = sub.add_parser("similarity", parents=[common], help="histogram of query-memory similarities, to choose --min-sim",
                        description="Print the distribution of cosine similarities between queries and every "

@@ -2,8 +2,9 @@
     var consolidation_min_sim are one memory: each candidate joins the earliest candidate it is
     that close to, which gives the memory its id and content; provenance and mentions are the
     union. Episodes are never merged (each message is its own episode). In a slot, the most
-    recently mentioned memory is current; the others get valid_to (supersession). -#}
-with candidates as (
+    recently mentioned memory is current; the others get valid_to (supersession).
+    Memories forgotten by id (stg_forget_requests) never come back. -#}
+with recursive candidates as (
     select
         c.*,
         e.embedding
@@ -29,12 +30,25 @@ near_pairs as (
             and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
 ),
 
+-- follow the picks to the root (a candidate that joined none): a chain c -> p -> q is one
+-- memory q, so a memory always contains the candidate that names it
+chain as (
+    select candidate_id, candidate_id as memory_id
+    from candidates
+    where candidate_id not in (select candidate_id from near_pairs where pick = 1)
+    union all
+    select p.candidate_id, chain.memory_id
+    from near_pairs as p
+    inner join chain on p.canonical_id = chain.candidate_id
+    where p.pick = 1
+),
+
 assigned as (
     select
         c.*,
-        coalesce(p.canonical_id, c.candidate_id) as memory_id
+        chain.memory_id
     from candidates as c
-    left join near_pairs as p on p.candidate_id = c.candidate_id and p.pick = 1
+    inner join chain using (candidate_id)
 ),
 
 merged as (
@@ -65,6 +79,7 @@ superseded as (
                     )
         end as valid_to
     from merged
+    where not {{ is_forgotten_memory('memory_id') }}
 )
 
 select

@@ -28,6 +28,7 @@ sentences as (
     from messages,
         unnest(regexp_split_to_array(content, '[.!?;。！？；\n]+')) as s (sentence)
     where length(trim(sentence)) > 1
+        and length(sentence) <= {{ var('max_memory_chars') }}
 ),
 
 rules as (

@@ -7,7 +7,7 @@ with landed as (
 typed as (
     select
         landing_id,
-        nullif(trim(user_id), '') as user_id,
+        user_id,
         nullif(trim(session_id), '') as session_id,
         nullif(trim(agent_id), '') as agent_id,
         try_cast(msg_seq as bigint) as msg_seq,
@@ -30,13 +30,18 @@ checked as (
     select
         *,
         case
-            when user_id is null then 'null_user'
+            when user_id is null or regexp_full_match(user_id, '[\s\pZ]*') then 'null_user'
+            when regexp_matches(user_id, '^[\s\pZ]|[\s\pZ]$|[\x00-\x1f\x7f-\x9f]')
+                or length(user_id) > {{ var('max_user_id_chars') }} then 'invalid_user_id'
             when session_id is null then 'null_session'
             when is_invalid_utf8 then 'invalid_utf8'
-            when content is null or regexp_full_match(content, '\s*') then 'empty_content'
+            when content is null or regexp_full_match(content, '[\s\pZ]*') then 'empty_content'
+            when length(content) > {{ var('max_content_chars') }} then 'content_too_long'
+            when regexp_matches(content, '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]') then 'control_characters'
             when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
-            when message_at is null then 'invalid_timestamp'
+            when message_at is null or not isfinite(message_at)
+                or message_at < '0001-01-01'::timestamp then 'invalid_timestamp'
             when message_at > coalesce(landed_at, message_at)
                 + to_minutes({{ var('max_future_skew_minutes') }}::bigint) then 'future_timestamp'
         end as row_reject_reason

@@ -4,6 +4,9 @@ with memories as (
     select memory_id, user_id, content
     from {{ ref('int_memories_consolidated') }}
     where valid_to is null
+        and memory_id not in (  -- archived or dropped by the retention policy: out of recall
+            select memory_id from {{ ref('int_memory_retention') }} where retention_action != 'keep'
+        )
 ),
 
 tokens as (

@@ -3,7 +3,7 @@
     snapshot, so a snapshot always carries the statements and settings it was built with. -#}
 {%- set statements = [
     ('recall', shim_recall_sql(),
-     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[]'),
+     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL'),
     ('similarity_distribution', shim_similarity_sql(),
      '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][]'),
 ] -%}
@@ -22,6 +22,7 @@
         {{ var('recall_top_k') }} as default_top_k,
         {{ var('recall_min_sim') }}::double as default_min_sim,
         {{ var('recall_max_top_k') }} as max_top_k,
+        {{ var('recall_max_query_chars') }} as max_query_chars,
         {{ as_of_timestamp() }} as built_at
     {% if not loop.last %}union all{% endif %}
 {% endfor %}

@@ -1,5 +1,6 @@
 {#- The raw session log: every row any writer landed, exactly as it landed (all text), loaded
-    incrementally from the immutable landing files. Nothing is judged here. -#}
+    incrementally from the immutable landing files. Nothing is judged here; only rows of a
+    forgotten user (stg_forget_requests) are never loaded. -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with landed as (
@@ -36,6 +37,7 @@ renamed as (
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at
     from landed
     where landing_id is not null
+        and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
     qualify row_number() over (partition by landing_id order by _landing_file) = 1
 )
 

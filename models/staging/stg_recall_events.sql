@@ -22,6 +22,8 @@ renamed as (
         _landing_file as landing_file
     from landed
     where event_id is not null and memory_id is not null
+        and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
+        and not {{ is_forgotten_memory('landed.memory_id') }}
     qualify row_number() over (partition by event_id order by _landing_file) = 1
 )
 

@@ -1,0 +1,54 @@
+{#- Data protection: forget tombstones, per-user analyst macros (docs/data_protection.md). -#}
+
+{#- SQL condition: the row of user `user_expr` that landed at `landed_expr` was forgotten (a user
+    tombstone whose forgotten_at is at or after the time the row landed). Ids are compared as
+    landed and trimmed, like forget's physical purge. -#}
+{% macro is_forgotten_user_row(user_expr, landed_expr) -%}
+exists (
+    select 1
+    from {{ ref('stg_forget_requests') }} as forgotten
+    where forgotten.scope = 'user'
+      and (forgotten.user_id = {{ user_expr }} or forgotten.user_id = trim({{ user_expr }}))
+      and try_cast({{ landed_expr }} as timestamp) <= forgotten.forgotten_at
+)
+{%- endmacro %}
+
+{#- SQL condition: memory `memory_id_expr` was forgotten by id (forever). -#}
+{% macro is_forgotten_memory(memory_id_expr) -%}
+{{ memory_id_expr }} in (
+    select forgotten.memory_id
+    from {{ ref('stg_forget_requests') }} as forgotten
+    where forgotten.scope = 'memory'
+)
+{%- endmacro %}
+
+{#- on-run-end: per-user table macros for analysts, so that the everyday query is scoped to one
+    user (`select * from user_memories('alice')`), and a comment on every relation saying whether
+    it holds all users' rows (meta user_scope). -#}
+{% macro create_user_scoped_macros() %}
+  {%- if execute and flags.WHICH in ('build', 'run') -%}
+    {%- set s = target.schema -%}
+    {%- set scoped = {
+        'user_memories': 'long_term_memory',
+        'user_messages': 'session_messages',
+        'user_rejects': 'session_log_rejects',
+        'user_archived_memories': 'memory_archive',
+    } -%}
+    {%- for name, table in scoped.items() -%}
+      {%- if adapter.get_relation(database=target.database, schema=s, identifier=table) is not none %}
+    create or replace macro {{ s }}.{{ name }}(uid) as table
+        select * from {{ s }}.{{ table }} where user_id = uid;
+      {%- endif -%}
+    {%- endfor %}
+    {%- for node in graph.nodes.values() if node.resource_type in ('model', 'seed', 'snapshot') -%}
+      {%- set scope = node.config.meta.get('user_scope') -%}
+      {%- set rel = adapter.get_relation(database=target.database, schema=node.schema, identifier=node.alias) -%}
+      {%- if scope and rel is not none and rel.type == 'table' %}
+    comment on table {{ rel }} is '{{ "ALL USERS: every user''s rows; filter by user_id or use the user_* table macros" if scope == "all_users" else "no per-user data" }}';
+      {%- endif -%}
+    {%- endfor %}
+    select 1;
+  {%- else -%}
+    select 1;
+  {%- endif -%}
+{% endmacro %}

@@ -1,0 +1,22 @@
+{#- One row per memory: the sessions and agents its source messages came from, for recall's
+    optional narrower scopes (agent_id, session_id). -#}
+with sources as (
+    select
+        memory_id,
+        unnest(source_message_ids) as message_id
+    from {{ ref('int_memories_consolidated') }}
+)
+
+select
+    s.memory_id,
+    coalesce(
+        list(distinct m.session_id order by m.session_id) filter (where m.session_id is not null),
+        []::varchar[]
+    ) as session_ids,
+    coalesce(
+        list(distinct m.agent_id order by m.agent_id) filter (where m.agent_id is not null),
+        []::varchar[]
+    ) as agent_ids
+from sources as s
+inner join {{ ref('session_messages') }} as m using (message_id)
+group by s.memory_id

@@ -1,0 +1,28 @@
+{#- One row per forget tombstone: ids only, never content. Written by MemoryStore.forget into
+    <store>.inbox/forget/. A 'user' tombstone excludes every row of user_id that landed at or
+    before forgotten_at; a 'memory' tombstone excludes memory_id forever. Staging and
+    consolidation read this so that forgotten data never comes back, not even on --full-refresh. -#}
+with landed as (
+    select *
+    from {{ read_landing('forget', {
+        'tombstone_id': 'VARCHAR',
+        'scope': 'VARCHAR',
+        'user_id': 'VARCHAR',
+        'memory_id': 'VARCHAR',
+        'forgotten_at': 'VARCHAR',
+    }) }}
+),
+
+renamed as (
+    select
+        tombstone_id,
+        scope,
+        user_id,
+        memory_id,
+        try_cast(forgotten_at as timestamp) as forgotten_at
+    from landed
+    where tombstone_id is not null
+    qualify row_number() over (partition by tombstone_id order by _landing_file) = 1
+)
+
+select * from renamed
