@@ -62,7 +62,8 @@ def write_snapshot(path: Path, rows: dict[str, list], template: Path, **settings
     con.register("r", pa.table(rows))
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot,
         content, embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to,
-        kind = 'skill' and content like '%7' as is_question from r""")
+        kind = 'skill' and content like '%7' as is_question, []::varchar[] as agent_ids,
+        []::varchar[] as session_ids from r""")
     con.close()
     path.with_suffix(".ready").write_text("test\n")
     return path
@@ -72,7 +73,7 @@ def exact(snapshot: Path, user: str, vectors: np.ndarray, top_k: int, min_sim: f
     con = duckdb.connect(str(snapshot), read_only=True)
     try:
         sql = con.execute("select sql_text from recall_queries where query_name = 'recall'").fetchall()[0][0]
-        rows = con.execute(sql, [user, vectors.tolist(), top_k, min_sim, kinds, [None] * len(vectors)]).fetchall()
+        rows = con.execute(sql, [user, vectors.tolist(), top_k, min_sim, kinds, [None] * len(vectors), None, None]).fetchall()
     finally:
         con.close()
     out: list[list[tuple]] = [[] for _ in vectors]

@@ -134,7 +134,7 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
     print(f"[n={n} d={dim}] duckdb compiled statement...", flush=True)
     sql = con.execute("select sql_text from recall_queries where query_name = 'recall'").fetchall()[0][0]
     slow = list(range(slow_q))
-    db_times, db_rows = timed(lambda i: con.execute(sql, [BIG_USER, [qs[i].tolist()], TOP_K, min_sim, None, [None]]).fetchall(), slow)
+    db_times, db_rows = timed(lambda i: con.execute(sql, [BIG_USER, [qs[i].tolist()], TOP_K, min_sim, None, [None], None, None]).fetchall(), slow)
     db_ids = [[r[2] for r in rows] for rows in db_rows]
     con.close()
     print(f"[n={n} d={dim}] reference recall...", flush=True)

@@ -116,7 +116,8 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
         memory_id varchar, user_id varchar, kind varchar, slot varchar, content varchar,
         embedding float[{spec.dim}], created_at timestamp, last_accessed timestamp, access_count bigint,
         strength double, mention_count bigint, source_message_ids varchar[], valid_from timestamp,
-        valid_to timestamp, strength_as_of timestamp, embedding_model varchar, is_question boolean)""")
+        valid_to timestamp, strength_as_of timestamp, embedding_model varchar, is_question boolean,
+        agent_ids varchar[], session_ids varchar[])""")
     total = spec.n + spec.extra
     for start in range(0, total, CHUNK):
         stop = min(total, start + CHUNK)
@@ -136,7 +137,7 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
             'mem_' || md5('synthetic|' || i), user_id, kind, null,
             'synthetic memory ' || i || ' about topic ' || label, embedding,
             timestamp '2026-01-01', null, 0, strength, 1, ['msg_' || i], timestamp '2026-01-01', null,
-            timestamp '2026-06-01', 'synthetic', false from chunk""")
+            timestamp '2026-06-01', 'synthetic', false, [], [] from chunk""")
         con.unregister("chunk")
     con.execute("checkpoint")
     con.close()
