@@ -3,20 +3,14 @@
     Same columns as int_memories_extracted. Incremental on the session log's loaded_at. -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
-with messages as (
-    select
-        m.message_id,
-        m.user_id,
-        m.content,
-        m.message_at,
-        l.loaded_at
-    from {{ ref('session_messages') }} as m
-    inner join {{ ref('session_log') }} as l using (landing_id)
-    where m.role in ({{ sql_string_list(var('episode_roles')) }})
-        and len({{ tokenize('m.content') }}) >= {{ var('episode_min_terms') }}
-    {% if is_incremental() %}
-      and l.loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
-    {% endif %}
+with new_messages as (
+    {{ new_messages_to_extract(var('episode_roles')) }}
+),
+
+messages as (
+    select *
+    from new_messages
+    where len({{ tokenize('content') }}) >= {{ var('episode_min_terms') }}
 )
 
 select

@@ -4,18 +4,7 @@
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with messages as (
-    select
-        m.message_id,
-        m.user_id,
-        m.content,
-        m.message_at,
-        l.loaded_at
-    from {{ ref('session_messages') }} as m
-    inner join {{ ref('session_log') }} as l using (landing_id)
-    where m.role in ({{ sql_string_list(var('extract_roles')) }})
-    {% if is_incremental() %}
-      and l.loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
-    {% endif %}
+    {{ new_messages_to_extract(var('extract_roles')) }}
 ),
 
 sentences as (
