@@ -57,7 +57,7 @@ def create_mcp_server(service: MemoryService) -> MCPServer:
         return _call(service.ingest, rows)
 
     @server.tool(description="Recall one user's memories most relevant to a query "
-                             "(ranked by strength x cosine similarity).")
+                             "(ranked by fused vector + lexical relevance weighted by strength; docs/recall.md).")
     def recall(user_id: str, query: str, top_k: int | None = None, min_sim: float | None = None,
                kinds: list[str] | None = None, agent_id: str | None = None,
                session_id: str | None = None) -> dict[str, Any]:

@@ -231,7 +231,7 @@ if(b.width>0&&b.height>0){n++;}});document.body.setAttribute('data-charts-render
 NOTES = {
     CHART_IDS[0]: "Cumulative count of memories (current and superseded) by the day they were first said.",
     CHART_IDS[1]: "Strength decays per day since the last access or mention and recovers on each one; "
-                  "recall ranks by strength x similarity.",
+                  "recall ranks by fused relevance weighted by strength.",
     CHART_IDS[2]: "Every (standing intent, memory of the same user) pair from seeds/recall_intents.csv. "
                   "A good recall_min_sim keeps the best matches right of the line and most others left.",
     CHART_IDS[3]: "Accesses are recalls that returned the memory; each reinforces it at the next build.",

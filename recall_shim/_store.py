@@ -232,7 +232,8 @@ class MemoryStore:
     ) -> list[list[RecalledMemory]]:
         """Recall for several intents (texts or precomputed vectors) of one user in one statement.
 
-        ``min_sim`` applies to raw cosine similarity; ranking is by strength x similarity.
+        ``min_sim`` applies to raw cosine similarity; ranking is by the fused vector and
+        lexical relevance weighted by strength (var fusion_method, docs/recall.md).
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
         from that agent / session. An unknown user gets empty lists. Returned memories are logged
         as accesses (they reinforce at the next build) unless ``record_access`` is false."""

@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("recall", parents=[common], help="recall a user's memories for one or more queries",
                        description="Recall memories of one user. Several QUERY arguments are answered in one "
                                    "statement (multi-intent). --min-sim applies to raw cosine similarity; "
-                                   "results rank by strength x similarity.")
+                                   "results rank by fused vector + lexical relevance weighted by strength.")
     s.add_argument("query", nargs="*", metavar="QUERY")
     s.add_argument("--user", default=None, help="the user scope (required unless every --batch line has user_id)")
     s.add_argument("--top-k", type=int, default=None, help="results per query (default: var recall_top_k)")
