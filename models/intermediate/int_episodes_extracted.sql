@@ -1,6 +1,8 @@
 {#- One row per episode candidate (extraction_id): every accepted message of var episode_roles
-    with at least var episode_min_terms lexical terms (tokenize macro), verbatim, as an 'episode' memory candidate.
-    Same columns as int_memories_extracted. Incremental on the session log's loaded_at. -#}
+    with at least var episode_min_terms lexical terms (tokenize macro), verbatim up to var
+    max_episode_chars (the head of a longer message: embedding cost grows with length and e5 was
+    trained on 512 tokens), as an 'episode' memory candidate. Same columns as
+    int_memories_extracted. Incremental on the session log's loaded_at. -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with new_messages as (
@@ -20,7 +22,7 @@ select
     'episode' as rule_id,
     'episode' as kind,
     null::varchar as slot,
-    trim(content) as content,
+    left(trim(content), {{ var('max_episode_chars') }}) as content,
     message_at,
     loaded_at
 from messages
