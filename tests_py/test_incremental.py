@@ -95,8 +95,14 @@ def test_incremental_consolidation_equals_one_full_build(tmp_path) -> None:
     assert got == want
     assert got != first and any(r[10] > 1 for r in got), "no near-duplicate was merged"
     assert any(r[11] is not None for r in got), "no slot supersession"
-    ltm = "select memory_id, strength, valid_to, source_message_ids from long_term_memory order by memory_id"
-    assert query(step, ltm) == query(once, ltm)
+    for sql in (  # and everything downstream of it that is incremental too
+        "select memory_id, user_id, kind, content, strength, access_count, valid_to, source_message_ids, session_ids,"
+        " agent_ids, is_question from long_term_memory order by memory_id",
+        "select memory_id, session_ids, agent_ids from int_memory_provenance order by memory_id",
+        "select term_entry_id, user_id, tf, doc_len from memory_term_index order by term_entry_id",
+        "select term_stat_id, df, n_docs, avg_doc_len from memory_term_stats order by term_stat_id",
+    ):
+        assert query(step, sql) == query(once, sql), sql
     # the full refresh of the incremental store gives the same again
     step.build(vars=AS_OF, full_refresh=True)
     assert query(step, MEMORY_STATE) == want

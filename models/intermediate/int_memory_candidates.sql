@@ -29,17 +29,15 @@ rebuilt_users as (
     where f.scope = 'memory' and f.forgotten_at > (select lr.loaded_at from last_run as lr)
 ),
 
+{% endif %}
 new_extractions as (
     select *
     from extractions
-    where loaded_at > (select lr.loaded_at from last_run as lr)
-        or user_id in (select ru.user_id from rebuilt_users as ru)
+    {% if is_incremental() %}
+        where loaded_at > (select lr.loaded_at from last_run as lr)
+            or user_id in (select ru.user_id from rebuilt_users as ru)
+    {% endif %}
 ),
-{% else %}
-new_extractions as (
-    select * from extractions
-),
-{% endif %}
 
 normalised as (
     select

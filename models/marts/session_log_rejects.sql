@@ -18,6 +18,6 @@ select
     loaded_at
 from {{ ref('int_messages_validated') }}
 where reject_reason is not null
-    {% if is_incremental() %}
-        and loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
-    {% endif %}
+{% if is_incremental() %}
+    and loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
+{% endif %}
