@@ -12,6 +12,8 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
     question.npy       episode is a question (bool), for var question_episode_weight
     vectors.npy        raw float32 embeddings   norm.npy   float64 L2 norms (0 = never ranks)
     payload.bin/.npy   JSON [content, source_message_ids] per row + offsets
+    fp.npy             fingerprint per row (content, sources, model): the next build reuses rows
+                       whose (id64, fp) it finds here (recall_shim/_index_reuse.py)
     ivf-<n>.faiss      faiss IVF-Flat over the normalised vectors of one user with many memories
 
 Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
@@ -25,7 +27,9 @@ answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed)
 ``max_share`` of the block it falls back to the exact scan.
 
 Incremental: the builder reuses the previous snapshot's IVF of each big user, removes the ids that
-left and adds only the new memories; it retrains when a user grew ``retrain_growth`` times.
+left and adds only the new memories (an unchanged user's file is hard-linked); it retrains when a
+user grew ``retrain_growth`` times. Unchanged rows are copied from the previous folder, not read
+from the snapshot again.
 """
 
 from __future__ import annotations
