@@ -8,7 +8,8 @@ Order, all under the store's build lock (no build runs meanwhile):
 2. under the exclusive landing write lock: stamp ``forgotten_at``, write the tombstone (ids only)
    to ``<stem>.inbox/forget/`` and rewrite every landing file without the rows (atomic replace);
 3. delete the rows from every warehouse table that has a ``user_id``, ``memory_id``,
-   ``message_id`` or ``landing_id`` column (plus orphaned embeddings), then rewrite the DuckDB
+   ``message_id`` or ``landing_id`` column (plus orphaned embeddings; for a memory, every
+   candidate and memory row of its owner, which the next build rebuilds), then rewrite the DuckDB
    file into a fresh one (``COPY FROM DATABASE``) so that no freed block keeps old bytes;
 4. publish a purged copy of the newest serving snapshot with a freshly built serving index, and
    delete every older snapshot and index folder;
@@ -40,6 +41,10 @@ from ._serving import ready_snapshots
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
+# Tables with these columns (the incremental int_memory_candidates and int_memories_consolidated)
+# lose all rows of a forgotten memory's owner; the next build rebuilds that user from its
+# extractions, so merged mentions, provenance and supersession are as if the memory never was.
+REBUILT_COLUMNS = frozenset({"candidate_id", "candidate_ids"})
 # Rebuilt from the tombstone files on every build; never purged by a forget.
 KEEP_TABLES = frozenset({"stg_forget_requests"})
 
@@ -219,6 +224,10 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
             elif not cols & set(ID_COLUMNS):
                 # per-user aggregates (e.g. term statistics): rebuilt at the next build
                 conds.append("user_id in (select id from _forget_user_ids)")
+        if t.scope == "memory" and "user_id" in cols and cols & REBUILT_COLUMNS:
+            # the owner's candidates and memories: the next build rebuilds them from the owner's
+            # remaining extractions (incremental models cannot tell which rows a forget touched)
+            conds.append("user_id in (select id from _forget_user_ids)")
         for col in ID_COLUMNS:
             if col in cols:
                 conds.append(f"{col} in (select id from _forget_{col.split('_')[0]}_ids)")

@@ -12,6 +12,8 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
     question.npy       episode is a question (bool), for var question_episode_weight
     vectors.npy        raw float32 embeddings   norm.npy   float64 L2 norms (0 = never ranks)
     payload.bin/.npy   JSON [content, source_message_ids] per row + offsets
+    fp.npy             fingerprint per row (content, sources, model): the next build reuses rows
+                       whose (id64, fp) it finds here (recall_shim/_index_reuse.py)
     ivf-<n>.faiss      faiss IVF-Flat over the normalised vectors of one user with many memories
 
 Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
@@ -25,7 +27,9 @@ answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed)
 ``max_share`` of the block it falls back to the exact scan.
 
 Incremental: the builder reuses the previous snapshot's IVF of each big user, removes the ids that
-left and adds only the new memories; it retrains when a user grew ``retrain_growth`` times.
+left and adds only the new memories (an unchanged user's file is hard-linked); it retrains when a
+user grew ``retrain_growth`` times. Unchanged rows are copied from the previous folder, not read
+from the snapshot again.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from typing import Any, Sequence
 
 import duckdb
 import numpy as np
+
+from ._index_reuse import fingerprint_expr, read_snapshot_reusing
 
 FORMAT = 1
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
@@ -108,7 +114,7 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[
     kinds = [r[0] for r in con.execute(f"select distinct kind {CURRENT} and kind is not null order by kind").fetchall()]
     n = sum(c for _, c in users)
     vec = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32, shape=(n, dim))
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question", "fp")}
     has_question = bool(con.execute(
         "select count(*) from duckdb_columns() where table_name = 'long_term_memory' and column_name = 'is_question'"
     ).fetchall()[0][0])
@@ -119,7 +125,7 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[
         "select (md5_number_upper(memory_id) >> 2)::bigint as id64,"
         f" coalesce(list_position({kind_list}, kind) - 1, {len(kinds)})::smallint as kind_code, strength, embedding,"
         " memory_id, json_array(content, coalesce(source_message_ids, []::varchar[]))::varchar as payload,"
-        f" {question_expr} as is_question"
+        f" {question_expr} as is_question, {fingerprint_expr(con)} as fp"
         f" {CURRENT} order by user_id, id64").to_arrow_reader(50_000)
     pos = 0
     with open(out / "payload.bin", "wb") as payload:
@@ -129,6 +135,7 @@ def _read_snapshot(con: duckdb.DuckDBPyConnection, out: Path, dim: int) -> dict[
                 cols[name].append(batch.column(col).to_numpy(zero_copy_only=False))
             cols["memory_id"].append(batch.column(4).to_numpy(zero_copy_only=False).astype(bytes))
             cols["question"].append(batch.column(6).to_numpy(zero_copy_only=False).astype(bool))
+            cols["fp"].append(batch.column(7).to_numpy(zero_copy_only=False).astype(np.uint64))
             emb = batch.column(3)
             flat = np.asarray(emb.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
             if emb.null_count:  # NULL embeddings become zero vectors, which never rank
@@ -196,12 +203,18 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
         if not con.execute(f"select count(*) {CURRENT}").fetchall()[0][0]:
             shutil.rmtree(tmp)
             return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
-        data = _read_snapshot(con, tmp, dim)
+        prev_meta = _load_meta(previous) if previous is not None else None
+        reusable = prev_meta is not None and prev_meta["dim"] == dim and prev_meta["format"] == FORMAT
+        data = read_snapshot_reusing(con, tmp, dim, CURRENT, previous) if reusable and previous is not None else None
+        if data is None:  # no usable previous index (or most rows changed): read every row
+            data = _read_snapshot(con, tmp, dim)
+            data["norm"] = _norms(data["vectors"])
+            data["reused"], data["changed_ids"] = 0, np.zeros(0, dtype=np.int64)
     finally:
         con.close()
     read_s = time.monotonic() - started
     vec = data["vectors"]
-    norm = _norms(vec)
+    norm = data["norm"]
     order = sorted(range(len(data["users"])), key=lambda i: data["users"][i].encode())  # for searchsorted
     users = [data["users"][i] for i in order]
     user_start, user_stop = data["starts"][order], data["stops"][order]
@@ -213,12 +226,13 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
     np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
     np.save(tmp / "question.npy", data["question"].astype(bool))
+    np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))
     np.save(tmp / "norm.npy", norm)
 
-    prev_meta = _load_meta(previous) if previous is not None else None
-    reusable = prev_meta is not None and prev_meta["dim"] == dim and prev_meta["format"] == FORMAT
+    changed = data["changed_ids"]  # same memory, new content: its old vector leaves the IVF
     big: dict[str, dict[str, Any]] = {}
-    stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0}
+    stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0,
+             "reused_rows": int(data["reused"]), "linked_ivf": 0}
     for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
         if hi - lo <= settings.min_rows:
             continue
@@ -230,9 +244,18 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
         if old is not None and len(rows) <= old["trained_rows"] * settings.retrain_growth:
             prev_ids = _user_ids(previous, prev_meta, str(user))
             if prev_ids is not None:
-                ivf = faiss.read_index(str(previous / old["file"]))
                 gone = np.setdiff1d(prev_ids, ids, assume_unique=True)
                 new = np.isin(ids, prev_ids, invert=True, kind="sort")
+                if len(changed):  # re-add with the new vector (or just remove: now a zero vector)
+                    gone = np.union1d(gone, np.intersect1d(prev_ids, changed))
+                    new |= np.isin(ids, changed, kind="sort")
+                if not len(gone) and not new.any():  # unchanged user: the previous file as is
+                    os.link(previous / old["file"], tmp / name)
+                    big[str(user)] = {"file": name, "trained_rows": int(old["trained_rows"]), "nlist": int(old["nlist"])}
+                    stats["indexed_users"] += 1
+                    stats["linked_ivf"] += 1
+                    continue
+                ivf = faiss.read_index(str(previous / old["file"]))
                 if len(gone):  # O(removed) with the hash-table direct map
                     gone = np.ascontiguousarray(gone, dtype=np.int64)
                     ivf.remove_ids(faiss.IDSelectorArray(len(gone), faiss.swig_ptr(gone)))

@@ -54,3 +54,55 @@ def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:
     pref = dict(a)
     demo_pref = query(once, "select memory_id from long_term_memory where content like '用户偏好%'")[0][0]
     assert abs(pref[demo_pref] - 0.95 ** (4 + 2 / 24)) < 1e-9
+
+
+BATCHES = [
+    [("s1", "2026-03-01 09:00:00", "I prefer tables."), ("s1", "2026-03-01 09:05:00", "I live in Lyon."),
+     ("s1", "2026-03-01 09:06:00", "I prefer dark mode.")],
+    # a near-duplicate wording (joins the earlier memory), a repeat (the same candidate again),
+    # a slot update (Paris supersedes Lyon), a new user
+    [("s2", "2026-03-08 09:00:00", "I prefer tables,"), ("s2", "2026-03-08 09:01:00", "I prefer dark mode."),
+     ("s2", "2026-03-08 09:05:00", "I moved to Paris."), ("s9", "2026-03-08 09:05:00", "I prefer green tea.")],
+    # out of order: earlier than everything above (a new earliest candidate of existing memories:
+    # the user is recomputed in full), and a statement the user makes again later
+    [("s0", "2026-02-20 09:00:00", "I prefer tables!"), ("s3", "2026-03-15 09:05:00", "I moved to Paris."),
+     ("s3", "2026-03-15 09:06:00", "I prefer tables , ")],
+]
+AS_OF = {"as_of": "2026-03-20 09:00:00"}
+MEMORY_STATE = ("select memory_id, user_id, kind, slot, content, created_at, last_mentioned_at, mention_count,"
+                " source_message_ids, mentioned_at, merged_candidates, valid_to, list_sort(candidate_ids),"
+                " embedding = embedding from int_memories_consolidated order by memory_id")
+
+
+def _land(store: MemoryStore, batch: list[tuple[str, str, str]], n: int) -> None:
+    store.remember_many({"user_id": "ann" if sid != "s9" else "bob", "session_id": sid, "msg_seq": i, "role": "user",
+                         "content": text, "ts": ts, "message_id": f"b{n}-{i}"} for i, (sid, ts, text) in enumerate(batch))
+
+
+def test_incremental_consolidation_equals_one_full_build(tmp_path) -> None:
+    """Builds after each batch (new candidates compared with the user's existing ones, a user
+    recomputed when an earlier candidate arrives) end where one full build of everything ends."""
+    step = MemoryStore(tmp_path / "step.duckdb")
+    once = MemoryStore(tmp_path / "once.duckdb")
+    for n, batch in enumerate(BATCHES):
+        _land(step, batch, n)
+        _land(once, batch, n)
+        step.build(vars=AS_OF)
+        if n == 0:
+            first = query(step, MEMORY_STATE)
+    once.build(vars=AS_OF)
+    got, want = query(step, MEMORY_STATE), query(once, MEMORY_STATE)
+    assert got == want
+    assert got != first and any(r[10] > 1 for r in got), "no near-duplicate was merged"
+    assert any(r[11] is not None for r in got), "no slot supersession"
+    for sql in (  # and everything downstream of it that is incremental too
+        "select memory_id, user_id, kind, content, strength, access_count, valid_to, source_message_ids, session_ids,"
+        " agent_ids, is_question from long_term_memory order by memory_id",
+        "select memory_id, session_ids, agent_ids from int_memory_provenance order by memory_id",
+        "select term_entry_id, user_id, tf, doc_len from memory_term_index order by term_entry_id",
+        "select term_stat_id, df, n_docs, avg_doc_len from memory_term_stats order by term_stat_id",
+    ):
+        assert query(step, sql) == query(once, sql), sql
+    # the full refresh of the incremental store gives the same again
+    step.build(vars=AS_OF, full_refresh=True)
+    assert query(step, MEMORY_STATE) == want

@@ -216,3 +216,38 @@ def test_real_embeddings_go_through_the_index_and_agree(vector_store: MemoryStor
         assert any(want)
         for g, w in zip(got, want):
             assert_same(g, w)
+
+
+def test_incremental_index_reuses_unchanged_rows_and_equals_a_full_build(tmp_path: Path, template: Path) -> None:
+    """The next index copies unchanged rows from the previous one (vectors, norms, payloads), reads
+    only new and changed rows from the snapshot, links an unchanged big user's IVF, and its files
+    are byte-identical to a full build of the same snapshot (except the IVF, checked by recall)."""
+    rows = synthetic_rows(5)
+    store, first = make_store(tmp_path, template, rows, nprobe=10_000)
+    extra = synthetic_rows(6, n_big=0)
+    nxt = {k: list(v) for k, v in rows.items()}
+    small = [i for i, u in enumerate(rows["user_id"]) if u == "small"]
+    for k in nxt:  # small: 50 memories leave, 40 new ones come; big is untouched
+        nxt[k] = [v for i, v in enumerate(nxt[k]) if i not in set(small[:50])] + [extra[k][i] for i in range(40)]
+    nxt["user_id"][-40:] = ["small"] * 40
+    edited = nxt["memory_id"].index(rows["memory_id"][small[60]])
+    nxt["content"][edited] = "memory edited"  # same memory, new content and vector
+    nxt["embedding"][edited] = list(np.asarray(extra["embedding"][41], dtype=float))
+    nxt["source_message_ids"][edited] = ["msg_new"]
+    nxt["strength"] = [round(s * 0.9, 3) for s in nxt["strength"]]  # decay changes every strength
+    second = write_snapshot(store.paths.serving / "snap-20260102T000000000000-test0002.duckdb", nxt, template,
+                            min_rows=1000, lists_per_sqrt=1.0, nprobe=10_000)
+    stats = build_index(second, index_dir(first))
+    assert stats["linked_ivf"] == 1 and stats["trained"] == 0 and stats["added"] == 0
+    assert stats["reused_rows"] == len(nxt["memory_id"]) - 41  # 40 new rows and the edited one are read
+    full = tmp_path / "full" / second.name
+    full.parent.mkdir()
+    shutil.copyfile(second, full)
+    build_index(full)
+    for f in sorted(index_dir(full).iterdir()):
+        if f.suffix in (".npy", ".bin"):
+            assert f.read_bytes() == (index_dir(second) / f.name).read_bytes(), f.name
+    shutil.rmtree(index_dir(first))
+    picks = (0, 1, 2, edited, len(nxt["memory_id"]) - 1, 300, 2450)
+    queries = np.array([nxt["embedding"][i] for i in picks], dtype=np.float64)
+    assert check_all(store, second, queries) > 500

@@ -3,17 +3,119 @@
     that close to, which gives the memory its id and content; provenance and mentions are the
     union. Episodes are never merged (each message is its own episode). In a slot, the most
     recently mentioned memory is current; the others get valid_to (supersession).
-    Memories forgotten by id (stg_forget_requests) never come back. -#}
-with recursive candidates as (
+    Memories forgotten by id (stg_forget_requests) never come back.
+
+    Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): only users
+    with candidates changed since the last run are read, and only their NEW candidates are
+    compared with the user's candidates of the same kind (O(new x user's candidates), not the
+    whole store's pairs). An existing candidate keeps its memory (candidate_ids); a new one joins
+    the memory of the earliest candidate it is close to (chain to the root, as in a full build).
+    When that could change an existing candidate's pick (a new candidate is close to a LATER
+    existing one, or a candidate's first mention moved earlier) the user is recomputed in full
+    (full_user) and the post-hook deletes that user's memories the recomputation no longer has.
+    Written rows: memories with a changed candidate, memories whose valid_to changed, and every
+    memory of a recomputed user; consolidated_at is the run that wrote the row. -#}
+{%- set run_ts = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" -%}
+{%- set hook_ts = "'" ~ "{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}" ~ "'::timestamp" -%}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='delete+insert',
+    unique_key='memory_id',
+    post_hook=["
+      delete from {{ this }}
+      where user_id in (select r.user_id from {{ this }} as r where r.consolidated_at = " ~ hook_ts ~ " and r.full_user)
+        and consolidated_at < " ~ hook_ts ~ "
+    "],
+) }}
+
+with recursive
+{% if is_incremental() %}
+last_run as (
+    select coalesce(max(consolidated_at), '-infinity'::timestamp) as consolidated_at from {{ this }}
+),
+
+changed as (
+    select c.candidate_id, c.user_id, c.reordered
+    from {{ ref('int_memory_candidates') }} as c
+    where c.loaded_at > (select lr.consolidated_at from last_run as lr)
+),
+
+prior as (
+    select
+        unnest(m.candidate_ids) as candidate_id,
+        m.memory_id
+    from {{ this }} as m
+    where m.user_id in (select ch.user_id from changed as ch)
+),
+{% endif %}
+
+candidates as materialized (
     select
         c.*,
-        e.embedding
+        e.embedding,
+        {% if is_incremental() -%}
+            p.memory_id as prior_memory_id,
+            p.candidate_id is null as is_new,
+            c.candidate_id in (select ch.candidate_id from changed as ch) as is_changed
+        {%- else -%}
+            null::varchar as prior_memory_id,
+            true as is_new,
+            true as is_changed
+        {%- endif %}
     from {{ ref('int_memory_candidates') }} as c
     inner join {{ ref('int_memory_embeddings') }} as e
         on e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
+    {% if is_incremental() -%}
+        left join prior as p on p.candidate_id = c.candidate_id
+        where c.user_id in (select ch.user_id from changed as ch)
+    {%- endif %}
+),
+
+-- new candidates against every candidate of their user and kind
+near_new as materialized (
+    {% if is_incremental() -%}
+        select
+            n.user_id,
+            n.candidate_id,
+            o.candidate_id as other_id,
+            o.created_at as other_created_at,
+            o.is_new as other_is_new,
+            (o.created_at, o.candidate_id) < (n.created_at, n.candidate_id) as other_is_earlier
+        from candidates as n
+        inner join candidates as o
+            on
+                n.user_id = o.user_id
+                and n.kind = o.kind
+                and n.kind != 'episode'
+                and n.candidate_id != o.candidate_id
+                and array_cosine_similarity(n.embedding, o.embedding) >= {{ var('consolidation_min_sim') }}
+        where n.is_new
+    {%- else -%}
+        -- a full build recomputes every user (near_pairs)
+        select
+            null::varchar as user_id,
+            null::varchar as candidate_id,
+            null::varchar as other_id,
+            null::timestamp as other_created_at,
+            true as other_is_new,
+            true as other_is_earlier
+        where false
+    {%- endif %}
+),
+
+-- users whose existing assignments could change: recomputed from all their candidates
+full_users as (
+    {% if is_incremental() -%}
+        select user_id from candidates where is_changed and not is_new and reordered
+        union
+        select user_id from near_new where not other_is_new and not other_is_earlier
+    {%- else -%}
+        select distinct user_id from candidates
+    {%- endif %}
 ),
 
 near_pairs as (
+    -- full users: every candidate picks the earliest candidate it is close to
     select
         later.candidate_id,
         earlier.candidate_id as canonical_id,
@@ -28,16 +130,33 @@ near_pairs as (
             and later.kind != 'episode'
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
             and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
+    where later.user_id in (select fu.user_id from full_users as fu)
+    union all
+    -- other users: only new candidates pick (existing ones keep their memory)
+    select
+        candidate_id,
+        other_id as canonical_id,
+        row_number() over (partition by candidate_id order by other_created_at, other_id) as pick
+    from near_new
+    where other_is_earlier and user_id not in (select fu.user_id from full_users as fu)
 ),
 
--- follow the picks to the root (a candidate that joined none): a chain c -> p -> q is one
--- memory q, so a memory always contains the candidate that names it
+-- follow the picks to the root (a candidate that joined none, or an existing candidate of a
+-- user that is not recomputed, which keeps its memory): a chain c -> p -> q is one memory q,
+-- so a memory always contains the candidate that names it
 chain as (
-    select candidate_id, candidate_id as memory_id
+    select
+        candidate_id,
+        case
+            when is_new or user_id in (select fu.user_id from full_users as fu) then candidate_id
+            else prior_memory_id
+        end as memory_id
     from candidates
-    where candidate_id not in (select candidate_id from near_pairs where pick = 1)
+    where candidate_id not in (select np.candidate_id from near_pairs as np where np.pick = 1)
     union all
-    select p.candidate_id, chain.memory_id
+    select
+        p.candidate_id,
+        chain.memory_id
     from near_pairs as p
     inner join chain on p.canonical_id = chain.candidate_id
     where p.pick = 1
@@ -64,7 +183,9 @@ merged as (
         max(last_mentioned_at) as last_mentioned_at,
         list_sort(list_distinct(flatten(list(source_message_ids)))) as source_message_ids,
         list_sort(flatten(list(mentioned_at))) as mentioned_at,
-        count(*) as merged_candidates
+        count(*) as merged_candidates,
+        list(candidate_id order by candidate_id) as candidate_ids,
+        bool_or(is_changed) as has_changed_candidate
     from assigned
     group by memory_id
 ),
@@ -83,19 +204,30 @@ superseded as (
 )
 
 select
-    memory_id,
-    user_id,
-    kind,
-    slot,
-    content,
-    embedding,
-    embedding_form,
-    created_at,
-    last_mentioned_at,
-    len(mentioned_at) as mention_count,
-    source_message_ids,
-    mentioned_at,
-    merged_candidates,
-    created_at as valid_from,
-    valid_to
-from superseded
+    s.memory_id,
+    s.user_id,
+    s.kind,
+    s.slot,
+    s.content,
+    s.embedding,
+    s.embedding_form,
+    s.created_at,
+    s.last_mentioned_at,
+    len(s.mentioned_at) as mention_count,
+    s.source_message_ids,
+    s.mentioned_at,
+    s.merged_candidates,
+    s.created_at as valid_from,
+    s.valid_to,
+    s.candidate_ids,
+    {{ run_ts }} as consolidated_at,
+    s.user_id in (select fu.user_id from full_users as fu) as full_user
+from superseded as s
+{% if is_incremental() -%}
+    left join {{ this }} as old on old.memory_id = s.memory_id
+    where
+        s.has_changed_candidate
+        or s.user_id in (select fu.user_id from full_users as fu)
+        or old.memory_id is null
+        or s.valid_to is distinct from old.valid_to
+{%- endif %}

@@ -1,10 +1,17 @@
 {#- One row per memory: the sessions and agents its source messages came from, for recall's
-    optional narrower scopes (agent_id, session_id). -#}
+    optional narrower scopes (agent_id, session_id). Incremental (delete+insert on memory_id):
+    only memories int_memories_consolidated wrote since the last run (consolidated_at). -#}
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='memory_id') }}
+
 with sources as (
     select
         memory_id,
+        consolidated_at,
         unnest(source_message_ids) as message_id
     from {{ ref('int_memories_consolidated') }}
+    {% if is_incremental() %}
+        where consolidated_at > (select coalesce(max(p.consolidated_at), '-infinity'::timestamp) from {{ this }} as p)
+    {% endif %}
 )
 
 select
@@ -16,7 +23,8 @@ select
     coalesce(
         list(distinct m.agent_id order by m.agent_id) filter (where m.agent_id is not null),
         []::varchar[]
-    ) as agent_ids
+    ) as agent_ids,
+    max(s.consolidated_at) as consolidated_at
 from sources as s
 inner join {{ ref('session_messages') }} as m using (message_id)
 group by s.memory_id

@@ -1,7 +1,15 @@
 {#- One row per landed row, typed, with its message_id resolved and the first reason it is
-    rejected (NULL when it is accepted). -#}
+    rejected (NULL when it is accepted). Incremental on the session log's loaded_at: a build
+    types only the rows it loaded. A message_id is a duplicate when an earlier build already
+    accepted it, or when an earlier-landed row of the same build has it (so the first LOADED
+    row wins; rows of one build are ordered by landed_at). -#}
+{{ config(materialized='incremental', incremental_strategy='append') }}
+
 with landed as (
     select * from {{ ref('session_log') }}
+    {% if is_incremental() %}
+        where loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
+    {% endif %}
 ),
 
 typed as (
@@ -22,7 +30,8 @@ typed as (
         try_cast(landed_at as timestamptz) at time zone 'UTC' as landed_at,
         ts as ts_raw,
         msg_seq as msg_seq_raw,
-        landing_file
+        landing_file,
+        loaded_at
     from landed
 ),
 
@@ -56,12 +65,27 @@ deduplicated as (
             order by landed_at, landing_id
         ) as id_occurrence
     from checked
+),
+
+seen_before as (
+    {% if is_incremental() %}
+        select distinct message_id
+        from {{ this }}
+        where reject_reason is null
+            and message_id in (select c.message_id from checked as c)
+    {% else %}
+        select null::varchar as message_id
+        where false
+    {% endif %}
 )
 
 select
     * exclude (row_reject_reason, id_occurrence),
     coalesce(
         row_reject_reason,
-        case when id_occurrence > 1 then 'duplicate_message_id' end
+        case
+            when id_occurrence > 1 then 'duplicate_message_id'
+            when message_id in (select s.message_id from seen_before as s) then 'duplicate_message_id'
+        end
     ) as reject_reason
 from deduplicated

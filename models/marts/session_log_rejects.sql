@@ -1,5 +1,7 @@
 {#- One row per rejected landed row, with everything that landed and the reason. Nothing a writer
-    sent is lost: a row is either in session_messages or here. -#}
+    sent is lost: a row is either in session_messages or here. Incremental (append) on loaded_at. -#}
+{{ config(materialized='incremental', incremental_strategy='append') }}
+
 select
     landing_id,
     reject_reason,
@@ -12,6 +14,10 @@ select
     content,
     ts_raw,
     landed_at,
-    landing_file
+    landing_file,
+    loaded_at
 from {{ ref('int_messages_validated') }}
 where reject_reason is not null
+{% if is_incremental() %}
+    and loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
+{% endif %}

@@ -1,4 +1,6 @@
-{#- One row per accepted message of the session log. -#}
+{#- One row per accepted message of the session log. Incremental (append) on loaded_at. -#}
+{{ config(materialized='incremental', incremental_strategy='append') }}
+
 select
     message_id,
     user_id,
@@ -9,6 +11,10 @@ select
     content,
     message_at,
     landed_at,
-    landing_id
+    landing_id,
+    loaded_at
 from {{ ref('int_messages_validated') }}
 where reject_reason is null
+{% if is_incremental() %}
+    and loaded_at > (select coalesce(max(loaded_at), '-infinity'::timestamp) from {{ this }})
+{% endif %}
