@@ -18,7 +18,8 @@ leg comes from the index:
 
 - a user scanned exactly (at most ``min_rows`` memories): float32 cosines of the whole block,
   approximate scores, then the float64 re-rank of everything near the k-th score. Exact (rrf too).
-- a user with an IVF: mx is the best IVF hit, mn the best hit of the negated query. Candidates are
+- a user with an IVF: mx is the best IVF hit, mn the best hit of the negated query (probing
+  MIN_PROBES x as many lists; both also bounded by every candidate's exact cosine). Candidates are
   the top IVF hits by cosine (set A, worst cosine c_A) and the top lexical matches by BM25 (set B,
   next BM25 b_B); both are scored exactly. Every memory outside A and B scores at most
   f_max x (w x (c_A - mn) / (mx - mn) + (1 - w) x b_B / (b_B + sat)), so once that bound is below
@@ -42,6 +43,7 @@ from ._index import SCAN_CHUNK, TIE_MARGIN, SnapshotIndex, _faiss
 from ._terms import Lexicon, TermPostings, tokenize
 
 HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
+MIN_PROBES = 4  # the negated-query search (the minimum cosine) probes this many times the lists
 
 
 @dataclass(frozen=True)
@@ -287,20 +289,26 @@ class HybridSearcher:
                     k_cand, nprobe = k_cand * 2, nprobe * 2
                     continue
                 mx = float(a_cos[a_ok].max())
-                while np.isnan(mn):  # the minimum cosine: the best hit of the negated query
-                    n_rows, n_all = ivf_search(-q32, k_mn, nprobe)
+                # the minimum cosine: the best hit of the negated query, probing more lists than the
+                # candidate search (a few nearest hits are cheap) and more as the search widens
+                found_mn = np.nan
+                while np.isnan(found_mn):
+                    n_rows, n_all = ivf_search(-q32, k_mn, MIN_PROBES * nprobe)
                     n_ok = in_scope(n_rows)
                     if n_ok.any():
-                        mn = float(cosines(n_rows[n_ok]).min())
+                        found_mn = float(cosines(n_rows[n_ok]).min())
                     elif n_all or k_mn > limit:
                         return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
                     else:
                         k_mn *= 2
+                mn = found_mn if np.isnan(mn) else min(mn, found_mn)
             b_rows = lrows[:m]
             b_next = float(lscore[m]) if m < len(lrows) else 0.0
             extra = np.setdiff1d(b_rows, a_rows[a_ok], assume_unique=True)
             rows = np.concatenate([a_rows[a_ok], extra])
             cos = np.concatenate([a_cos[a_ok], cosines(extra)])
+            if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
+                mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
             ls = lex.of(rows)
             hits = self._hits(rows, cos, self._relevance(cos, ls, mn, mx) * ix.factor[rows], ls, top_k, min_sim)
             kth = hits[-1].score if len(hits) == top_k else -np.inf
