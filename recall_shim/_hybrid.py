@@ -43,7 +43,7 @@ from ._index import SCAN_CHUNK, TIE_MARGIN, SnapshotIndex, _faiss
 from ._terms import Lexicon, TermPostings, tokenize
 
 HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
-MIN_PROBES = 4  # the negated-query search (the minimum cosine) probes this many times the lists
+MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
 
 
 @dataclass(frozen=True)
@@ -265,10 +265,15 @@ class HybridSearcher:
             ids = found[0][found[0] >= 0]
             return lo + np.searchsorted(block_ids, ids), len(ids) < k and nprobe >= ivf.nlist
 
-        # lexical matches in scope, best BM25 first
-        lsel = in_scope(lex.rows) if len(lex.rows) else np.zeros(0, bool)
-        order = np.lexsort((lex.rows[lsel], -lex.score[lsel]))
-        lrows, lscore = lex.rows[lsel][order], lex.score[lsel][order]
+        def top_lexical(m: int) -> tuple[np.ndarray, float]:
+            """The m best lexical matches (in scope) and an upper bound of every other's BM25."""
+            if m >= len(lex.rows):
+                rows, bound = lex.rows, 0.0
+            else:
+                part = np.argpartition(-lex.score, m)
+                rows, bound = lex.rows[part[:m]], float(lex.score[part[m]])
+            return np.sort(rows[in_scope(rows)]), bound
+
         k_cand = m = max(s.candidates, 8 * top_k)
         nprobe = s.nprobe
         mn = mx = np.nan
@@ -302,8 +307,7 @@ class HybridSearcher:
                     else:
                         k_mn *= 2
                 mn = found_mn if np.isnan(mn) else min(mn, found_mn)
-            b_rows = lrows[:m]
-            b_next = float(lscore[m]) if m < len(lrows) else 0.0
+            b_rows, b_next = top_lexical(m)
             extra = np.setdiff1d(b_rows, a_rows[a_ok], assume_unique=True)
             rows = np.concatenate([a_rows[a_ok], extra])
             cos = np.concatenate([a_cos[a_ok], cosines(extra)])
@@ -316,7 +320,7 @@ class HybridSearcher:
                 bound = f_max * b_next
                 if kth - TIE_MARGIN > bound:
                     return hits
-                if m >= len(lrows):  # fewer than top_k lexical matches: the rest tie at 0 by memory_id
+                if m >= len(lex.rows):  # fewer than top_k lexical matches: the rest tie at 0 by memory_id
                     raise Unserved("lexical fusion needs memories without a lexical match")
                 m *= 2
                 continue
@@ -331,7 +335,7 @@ class HybridSearcher:
             lex_part = (1 - f.vector_weight) * (b_next / (b_next + f.saturation) if b_next > 0 else 0.0)
             if kth - TIE_MARGIN > f_max * (max(vec_part, 0.0) + lex_part):
                 return hits
-            if lex_part > vec_part and m < len(lrows):
+            if lex_part > vec_part and m < len(lex.rows):
                 m *= 2
             else:
                 k_cand, nprobe = k_cand * 2, nprobe * 2

@@ -91,7 +91,8 @@ def build_term_postings(snapshot: Path) -> dict[str, Any] | None:
             continue
         pos = np.minimum(np.searchsorted(block, pid[a:b]), len(block) - 1)
         rows[a:b] = np.where(block[pos] == pid[a:b], lo + pos, -1)
-    keep = rows >= 0
+    keep = np.flatnonzero(rows >= 0)
+    keep = keep[np.lexsort((rows[keep], gid[keep]))]  # each term's postings by row: merged, not sorted, per query
     counts = np.bincount(gid[keep], minlength=n_terms)
     np.save(tmp / "term.npy", np.array([t.encode() for t in stats["term"]], dtype=f"S{MAX_TERM_BYTES}"))
     np.save(tmp / "df.npy", np.asarray(stats["df"], dtype=np.float64))
@@ -106,7 +107,7 @@ def build_term_postings(snapshot: Path) -> dict[str, Any] | None:
     docs[uidx[first]] = np.stack([np.asarray(stats["n_docs"], dtype=np.float64)[first],
                                   np.asarray(stats["avg_doc_len"], dtype=np.float64)[first]], axis=1)
     np.save(tmp / "user_docs.npy", docs)
-    out = {"terms": int(n_terms), "postings": int(keep.sum()), "seconds": round(time.monotonic() - started, 3)}
+    out = {"terms": int(n_terms), "postings": len(keep), "seconds": round(time.monotonic() - started, 3)}
     (tmp / "meta.json").write_text(json.dumps(out))
     for p in tmp.iterdir():
         fd = os.open(p, os.O_RDONLY)
@@ -163,9 +164,13 @@ class TermPostings:
             rows.append(np.asarray(self.post_row[s:e]))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0)
+        if len(rows) == 1:  # one term: its postings are stored by row
+            return rows[0], parts[0]
         r, p = np.concatenate(rows), np.concatenate(parts)
-        uniq, inverse = np.unique(r, return_inverse=True)
-        return uniq, np.bincount(inverse, weights=p, minlength=len(uniq))
+        order = np.argsort(r, kind="stable")  # a merge of sorted runs (timsort)
+        r, p = r[order], p[order]
+        first = np.flatnonzero(np.concatenate([[True], r[1:] != r[:-1]]))
+        return r[first], np.add.reduceat(p, first)
 
 
 def tokenize(text: str | None, lexicon: Lexicon, con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -256,14 +256,17 @@ def test_term_postings_bm25_equals_the_compiled_lexical_statement(corpus: dict, 
     con = duckdb.connect(str(snap), read_only=True)
     sql = con.execute("select sql_text from recall_queries where query_name = 'lexical'").fetchall()[0][0]
     index = hybrid.index
+    total = 0
     for user in ("big", "small", "tiny"):
         res = con.execute(sql, [user, QUERIES]).fetchall()
         want = {(i, m): s for i, m, _id64, s in res}
         lex = hybrid._lexical(con, user, QUERIES, len(QUERIES))
         got = {(i + 1, index.memory_id[r].decode()): s for i, lx in enumerate(lex) for r, s in zip(lx.rows, lx.score)}
-        assert got.keys() == want.keys() and len(got) > 50
+        assert got.keys() == want.keys() and got
         assert all(abs(got[k] - want[k]) < 1e-9 for k in want)
+        total += len(got)
     con.close()
+    assert total > 500
 
 
 TOKENIZER_TEXTS = [

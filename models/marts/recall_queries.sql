@@ -12,6 +12,12 @@
      '$1 text VARCHAR'),
 ] -%}
 
+{%- set quoted = [] -%}
+{%- for w in var('lexical_stopwords') -%}
+    {%- do quoted.append("'" ~ (w | replace("'", "''")) ~ "'") -%}
+{%- endfor -%}
+{%- set stopwords_sql = '[' ~ (quoted | join(', ')) ~ ']' -%}
+
 {% for name, sql_text, parameters in statements %}
     select
         '{{ name }}' as query_name,
@@ -26,7 +32,7 @@
         {{ var('recall_episodes_by_default') }} as recall_episodes_by_default,
         {{ var('lexical_k1') }}::double as lexical_k1,
         {{ var('lexical_b') }}::double as lexical_b,
-        [{%- for w in var('lexical_stopwords') %}'{{ w | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor -%}]::varchar[] as lexical_stopwords,
+        {{ stopwords_sql }}::varchar[] as lexical_stopwords,
         '{{ var("embedding_model") }}' as embedding_model,
         {{ var('embedding_dim') }} as embedding_dim,
         '{{ var("embedding_query_form") }}' as embedding_query_form,
