@@ -164,7 +164,9 @@ class HybridSearcher:
             return ls
         span = mx - mn
         with np.errstate(invalid="ignore", divide="ignore"):
-            vec = (cos - mn) / span if span != 0 else np.ones_like(cos)
+            # in [0, 1] as in SQL (mn and mx are cosines of the rows themselves; the clip only
+            # removes float64 rounding between two matrix products of the same rows)
+            vec = np.clip((cos - mn) / span, 0.0, 1.0) if span != 0 else np.ones_like(cos)
             lexical = np.where(ls > 0, ls / (ls + f.saturation), 0.0)
         return f.vector_weight * vec + (1 - f.vector_weight) * lexical
 
