@@ -20,8 +20,8 @@ from ._terms import build_term_postings
 from ._paths import StorePaths
 
 # The index reproduces the compiled statement for the vector-only fusion (recall_shim/_index.py)
-# and, with the snapshot's compiled lexical statement, for the hybrid fusions
-# (recall_shim/_hybrid.py; docs/serving.md). Anything else runs as compiled.
+# and, with the term postings beside it, for the hybrid fusions (recall_shim/_hybrid.py,
+# _terms.py; docs/serving.md). What neither can answer runs as compiled.
 INDEXED_FUSION = "vector"
 
 
