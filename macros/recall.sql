@@ -236,3 +236,46 @@ order by intent_id, similarity desc
     user_id='$1::varchar'
 ) }}
 {%- endmacro %}
+
+{#- The lexical leg of recall_sql on its own, for the serving index's hybrid fusion
+    (recall_shim/_hybrid.py): every term-index match of one user's memories with its BM25 score
+    per intent, computed exactly as recall_sql's lexical_leg (same tokenize, same distinct query
+    terms, same bm25_term, same per-user statistics). The kind filter and the vector leg are
+    applied by the caller; id64 is the index's row key (md5_number_upper(memory_id) >> 2).
+    terms, term_stats: as in recall_sql; queries: subquery of (intent_id, query_text);
+    user_id: SQL expression of the user scope. -#}
+{% macro lexical_scores_sql(terms, term_stats, queries, user_id) -%}
+with recall_queries as (
+    {{ queries }}
+),
+
+query_terms as (
+    select distinct
+        intent_id,
+        unnest({{ tokenize('query_text') }}) as term
+    from recall_queries
+)
+
+select
+    qt.intent_id,
+    t.memory_id,
+    (md5_number_upper(t.memory_id) >> 2)::bigint as id64,
+    sum({{ bm25_term('t.tf', 't.doc_len', 's.avg_doc_len', 's.n_docs', 's.df') }}) as lexical_score
+from query_terms as qt
+inner join {{ term_stats }} as s
+    on s.user_id = {{ user_id }} and s.term = qt.term
+inner join {{ terms }} as t
+    on t.user_id = {{ user_id }} and t.term = qt.term
+group by qt.intent_id, t.memory_id
+{%- endmacro %}
+
+{#- The shim's lexical-leg statement: $1 user_id VARCHAR, $2 query texts VARCHAR[] (one per
+    intent, NULL entries have no lexical leg). -#}
+{% macro shim_lexical_sql() -%}
+{{ lexical_scores_sql(
+    terms=ref('memory_term_index').include(database=False),
+    term_stats=ref('memory_term_stats').include(database=False),
+    queries="select generate_subscripts($2::varchar[], 1) as intent_id, unnest($2::varchar[]) as query_text",
+    user_id='$1::varchar'
+) }}
+{%- endmacro %}

@@ -37,6 +37,7 @@ from ._landing import utc_now_iso, write_landing_file
 from ._locks import file_lock
 from ._paths import EMPTY_MARKER, StorePaths
 from ._index import build_index
+from ._terms import build_term_postings
 from ._serving import ready_snapshots
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
@@ -358,6 +359,7 @@ def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
                 pass
         try:  # a fresh serving index (none of the old index files is reused)
             stats = build_index(paths.serving / f"{new_name}.duckdb")
+            build_term_postings(paths.serving / f"{new_name}.duckdb")  # the hybrid fusion's lexical leg
             removed["serving:index_rows"] = int(stats.get("rows", 0))
         except Exception:  # noqa: BLE001 - as at build: without an index the snapshot's statement serves
             shutil.rmtree(paths.serving / f"{new_name}.index", ignore_errors=True)

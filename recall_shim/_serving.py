@@ -14,12 +14,14 @@ import duckdb
 import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from ._hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from ._index import SnapshotIndex, build_index, index_dir
+from ._terms import build_term_postings
 from ._paths import StorePaths
 
-# The index reproduces the compiled statement when its fusion is vector-only (score = cosine x
-# strength factor x question weight). The hybrid fusions (weighted, rrf, lexical) need the lexical
-# leg and run as compiled (docs/serving.md).
+# The index reproduces the compiled statement for the vector-only fusion (recall_shim/_index.py)
+# and, with the term postings beside it, for the hybrid fusions (recall_shim/_hybrid.py,
+# _terms.py; docs/serving.md). What neither can answer runs as compiled.
 INDEXED_FUSION = "vector"
 
 
@@ -118,6 +120,7 @@ def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | No
     older = [s for s in ready_snapshots(paths) if s.name < snapshot.name and (index_dir(s) / "meta.json").exists()]
     try:
         stats = build_index(snapshot, index_dir(older[-1]) if older else None)
+        stats["term_postings"] = build_term_postings(snapshot)  # the hybrid fusion's lexical leg
     except Exception as exc:  # noqa: BLE001 - serving falls back to the compiled statement
         return None, f"\nserving index not built for {snapshot.name}: {exc!r}\n"
     return stats, f"\nserving index for {snapshot.name}: {stats}\n"
@@ -134,6 +137,8 @@ class SnapshotReader:
     _known_users: set[str] = field(default_factory=set)
     _index: SnapshotIndex | None = None
     _index_tried: bool = False  # an index folder was there for this snapshot (used or not)
+    _hybrid: HybridSearcher | None = None  # the hybrid fusions from the index (None: compiled)
+    _recall_row: dict[str, Any] = field(default_factory=dict)  # the snapshot's recall_queries rows
 
     def refresh(self) -> None:
         ready = ready_snapshots(self.paths)
@@ -155,7 +160,9 @@ class SnapshotReader:
         if "recall" not in rows or "similarity_distribution" not in rows:
             con.close()
             raise StoreNotBuilt(f"snapshot {newest} lacks the compiled recall statements: rebuild the store")
+        table = con.sql("select * from recall_queries").to_arrow_table().to_pylist()
         self.close()
+        self._recall_row = {r["query_name"]: r for r in table}
         self._con, self._path = con, newest
         recall = rows["recall"]
         self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
@@ -165,11 +172,22 @@ class SnapshotReader:
         assert self._settings is not None
         self._index_tried = (index_dir(snapshot) / "meta.json").exists()
         s = self._settings
-        if s.fusion_method != INDEXED_FUSION:
-            return None  # the lexical leg and its fusion run in the compiled statement
+        self._hybrid = None
+        hybrid = fusion_of(self._recall_row) if s.fusion_method in HYBRID_FUSIONS else None
+        if s.fusion_method != INDEXED_FUSION and hybrid is None:
+            return None  # a snapshot from before the hybrid was indexed: run as compiled
+        if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
+            self._index_tried = False  # the term postings come after the index: look again next time
+            return None
         index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight)
         if index is not None and index.dim != self._settings.embedding_dim:
             return None
+        if index is not None and hybrid is not None:
+            try:
+                self._hybrid = HybridSearcher(index, *hybrid)
+            except (FileNotFoundError, ValueError, OSError):
+                index.close()
+                return None
         return index
 
     @property
@@ -195,6 +213,7 @@ class SnapshotReader:
         if self._index is not None:
             self._index.close()
         self._index = None
+        self._hybrid = None
         self._index_tried = False
 
     def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
@@ -244,7 +263,13 @@ class SnapshotReader:
         if not vectors:
             return []
         if self._index is not None and agent_id is None and session_id is None:  # the index has no provenance
-            return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
+            if self._hybrid is not None:
+                try:
+                    return self._run_hybrid(user_id, vectors, top_k, min_sim, kinds, texts)
+                except Unserved:
+                    pass  # e.g. rrf for a user with an IVF: the compiled statement answers
+            else:
+                return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         rows = self._con.execute(
             self._settings.sql_text,
             [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
@@ -279,5 +304,29 @@ class SnapshotReader:
                 content, sources = index.payload_of(h.row)
                 group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
                                             list(sources), rank, intent))
+            out.append(group)
+        return out
+
+    def _run_hybrid(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's hybrid answer, from the index (see recall_shim/_hybrid.py)."""
+        assert self._hybrid is not None and self._con is not None
+        index = self._hybrid.index
+        found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),
+                                    float(min_sim), kinds)
+        out: list[list[RecalledMemory]] = []
+        for intent, hits in enumerate(found):
+            group = []
+            for rank, h in enumerate(hits, start=1):
+                content, sources = index.payload_of(h.row)
+                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                            list(sources), rank, intent, h.lexical_score))
             out.append(group)
         return out

@@ -1,7 +1,7 @@
 """The indexed recall path (recall_shim/_index.py) returns the same top-k as the compiled
 statement's exact search when its fusion is vector-only: user scope, cosine x strength factor
 ranking (strength_weight, question weight), raw-cosine threshold, kind filter, ties by memory_id;
-NULL/zero/NaN vectors never rank; incremental index updates agree. Hybrid fusions run as compiled."""
+NULL/zero/NaN vectors never rank; incremental index updates agree. The hybrid fusions: test_hybrid_index.py."""
 
 from __future__ import annotations
 
@@ -197,9 +197,10 @@ def test_incremental_index_update_matches_a_fresh_exact_answer(tmp_path: Path, t
     assert store.snapshot_path == second
 
 
-def test_hybrid_fusion_runs_as_compiled(demo_store: MemoryStore) -> None:
+def test_shipped_hybrid_fusion_is_indexed_too(demo_store: MemoryStore) -> None:
     demo_store.recall("喜欢什么输出方式", user_id="demo", record_access=False)
-    assert not demo_store._reader.indexed  # the shipped weighted fusion needs the lexical leg
+    # the weighted fusion is served by recall_shim/_hybrid.py (tests_py/test_hybrid_index.py)
+    assert demo_store._reader.indexed and demo_store._reader._hybrid is not None
 
 
 def test_real_embeddings_go_through_the_index_and_agree(vector_store: MemoryStore) -> None:

@@ -14,6 +14,16 @@ at a time, top-10 for the big user (99% of the memories: the worst case for per-
 
 recall@10 is against exact float64 brute force with the same formula. No embedding model runs:
 queries are vectors, so only recall itself is timed.
+
+Then the same for the shipped default, the hybrid ``weighted`` fusion (cosine min-max normalised
+per query over the user's memories, plus saturated BM25 over the snapshot's term index, times the
+strength factor; docs/recall.md), each query with a vector and a text:
+
+  duckdb compiled    the compiled weighted recall statement (the spec; what serving ran before)
+  numpy exact        float32 matrix in RAM (all cosines, min and max) + the same BM25 postings
+                     as the shipped path + the fused score of every memory
+  shipped            SnapshotReader.run with vector + text: index + lexical statement
+                     (recall_shim/_hybrid.py), in a separate process
 """
 
 from __future__ import annotations
@@ -30,9 +40,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from recall_shim._hybrid import fusion_of
 from recall_shim._index import build_index, index_dir
+from recall_shim._terms import TermPostings, build_term_postings, tokenize
 
-from .synth import BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, reference_table, write_snapshot
+from .synth import (BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, query_texts, reference_table,
+                    use_fusion, write_snapshot)
 
 TOP_K = 10
 
@@ -69,6 +82,65 @@ def numpy_exact(ids: np.ndarray, x: np.ndarray, s: np.ndarray, q: np.ndarray, mi
     top = np.argpartition(-score, TOP_K)[:TOP_K]
     top = top[np.argsort(-score[top])]
     return [str(ids[i]) for i in top if np.isfinite(score[i])]
+
+
+class Hybrid:
+    """The weighted fusion over the big user's in-RAM matrix, with the lexical leg from the
+    same term postings as the shipped path (BM25 as the compiled statement; the tests check
+    the two agree): ``numpy_exact`` (what a brute-force server would do) and ``truth`` (float64
+    re-rank of everything near the k-th score)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, snap: Path, ids: np.ndarray, x: np.ndarray, s: np.ndarray) -> None:
+        rows = {r["query_name"]: r for r in con.sql("select * from recall_queries_weighted").to_arrow_table().to_pylist()}
+        row = rows["recall"]
+        self.w, self.sat, sw = row["fusion_vector_weight"], row["lexical_saturation"], row["strength_weight"]
+        self.recall_sql = row["sql_text"]
+        _, self.lexicon = fusion_of(rows)
+        folder = index_dir(snap)
+        users = np.load(folder / "users.npy")
+        self.user = int(np.searchsorted(users, BIG_USER.encode()))
+        self.postings = TermPostings(folder, users)
+        lo, hi = np.load(folder / "user_start.npy")[self.user]
+        self.lo = int(lo)
+        order = np.argsort(ids)
+        index_ids = np.load(folder / "memory_id.npy", mmap_mode="r")[lo:hi].astype(str)
+        self.pos_of_row = order[np.searchsorted(ids[order], index_ids)]  # index row -> matrix row
+        self.con, self.ids, self.x = con, ids, x
+        self.factor = 1 - sw + sw * s  # no questions among the synthetic memories
+
+    def lexical(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        terms = tokenize(text, self.lexicon, self.con)
+        rows, ls = self.postings.scores(self.user, terms, self.lexicon.k1, self.lexicon.b)
+        return self.pos_of_row[rows - self.lo], ls
+
+    def score(self, cos: np.ndarray, idx: np.ndarray, ls: np.ndarray, mn: float, mx: float, rows=None) -> np.ndarray:
+        rel = self.w * (cos - mn) / (mx - mn)
+        lex = np.zeros(len(self.ids))
+        lex[idx] = (1 - self.w) * ls / (ls + self.sat)
+        rows = slice(None) if rows is None else rows
+        return (rel + lex[rows]) * self.factor[rows]
+
+    def numpy_exact(self, q: np.ndarray, text: str, min_sim: float) -> list[str]:
+        idx, ls = self.lexical(text)
+        cos = (self.x @ q.astype(np.float32)).astype(np.float64)
+        score = np.where(cos >= min_sim, self.score(cos, idx, ls, cos.min(), cos.max()), -np.inf)
+        top = np.argpartition(-score, TOP_K)[:TOP_K]
+        top = top[np.argsort(-score[top])]
+        return [str(self.ids[i]) for i in top if np.isfinite(score[i])]
+
+    def truth(self, q: np.ndarray, text: str, min_sim: float) -> list[str]:
+        idx, ls = self.lexical(text)
+        cos = (self.x @ q.astype(np.float32)).astype(np.float64)
+        q64 = q.astype(np.float64)
+        exact = lambda r: self.x[r].astype(np.float64) @ q64  # noqa: E731  (rows are unit vectors)
+        mx = float(exact(np.flatnonzero(cos >= cos.max() - 1e-5)).max())
+        mn = float(exact(np.flatnonzero(cos <= cos.min() + 1e-5)).min())
+        approx = np.where(cos >= min_sim - 1e-4, self.score(cos, idx, ls, mn, mx), -np.inf)
+        cand = np.argpartition(-approx, 2000)[:2000]
+        c64 = exact(cand)
+        sc = np.where(c64 >= min_sim, self.score(c64, idx, ls, mn, mx, rows=cand), -np.inf)
+        order = np.lexsort((self.ids[cand], -sc))[:TOP_K]
+        return [str(self.ids[cand[i]]) for i in order if np.isfinite(sc[i])]
 
 
 def reference_recall(path: Path, dim: int, prompt_emb: list[float], top_k: int, min_sim: float) -> list[str]:
@@ -117,25 +189,45 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
     t = time.perf_counter()
     build_index(snap)
     index_s = time.perf_counter() - t
+    t = time.perf_counter()
+    build_term_postings(snap)
+    terms_s = time.perf_counter() - t
     qs = queries(spec, nq)
+    texts = query_texts(spec, nq)
     np.save(work / "queries.npy", qs)
+    (work / "texts.json").write_text(json.dumps(texts))
 
-    print(f"[n={n} d={dim}] snapshot {gen_s:.0f}s, index {index_s:.0f}s; shipped path...", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.recall_speed.serve", str(store_db), str(work / "queries.npy"),
-                           BIG_USER, str(TOP_K), str(min_sim)], cwd=ROOT, capture_output=True, text=True, check=True)
-    shipped = json.loads(proc.stdout.strip().splitlines()[-1])
+    def serve(fusion: str) -> dict:
+        use_fusion(snap, fusion)
+        args = [str(work / "texts.json")] if fusion != "vector" else []
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.recall_speed.serve", str(store_db),
+                               str(work / "queries.npy"), BIG_USER, str(TOP_K), str(min_sim), *args],
+                              cwd=ROOT, capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    print(f"[n={n} d={dim}] snapshot {gen_s:.0f}s, index {index_s:.0f}s; shipped path (vector fusion)...", flush=True)
+    shipped = serve("vector")
+    print(f"[n={n} d={dim}] shipped path (weighted hybrid fusion)...", flush=True)
+    shipped_h = serve("weighted")
 
     con = duckdb.connect(str(snap), read_only=True)
     ids, x, s = big_user_matrix(spec, con)
     truth = [exact_truth(ids, x, s, q, min_sim) for q in qs]
     print(f"[n={n} d={dim}] numpy exact...", flush=True)
     np_times, np_ids = timed(lambda q: numpy_exact(ids, x, s, q, min_sim), list(qs))
-    del x
+    print(f"[n={n} d={dim}] hybrid: exact truth, numpy exact...", flush=True)
+    hyb = Hybrid(con, snap, ids, x, s)
+    h_truth = [hyb.truth(q, t, min_sim) for q, t in zip(qs, texts)]
+    hn_times, hn_ids = timed(lambda i: hyb.numpy_exact(qs[i], texts[i], min_sim), list(range(nq)))
+    del x, hyb.x
     print(f"[n={n} d={dim}] duckdb compiled statement...", flush=True)
-    sql = con.execute("select sql_text from recall_queries where query_name = 'recall'").fetchall()[0][0]
+    sql = con.execute("select sql_text from recall_queries_vector where query_name = 'recall'").fetchall()[0][0]
     slow = list(range(slow_q))
     db_times, db_rows = timed(lambda i: con.execute(sql, [BIG_USER, [qs[i].tolist()], TOP_K, min_sim, None, [None], None, None]).fetchall(), slow)
     db_ids = [[r[2] for r in rows] for rows in db_rows]
+    hd_times, hd_rows = timed(lambda i: con.execute(hyb.recall_sql, [BIG_USER, [qs[i].tolist()], TOP_K, min_sim, None,
+                                                                     [texts[i]], None, None]).fetchall(), slow)
+    hd_ids = [[r[2] for r in rows] for rows in hd_rows]
     con.close()
     print(f"[n={n} d={dim}] reference recall...", flush=True)
     ref = reference_table(spec, snap, work / f"ref-n{n}d{dim}.duckdb")
@@ -162,12 +254,22 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
         "numpy exact": (np_times, recall_at_k(np_ids, truth)),
         "shipped (index)": (shipped["times"][1:], recall_at_k(shipped["ids"], truth)),
     }
+    hybrid_rows = {
+        "reference recall (vector-only, as above)": (ref_times, float("nan")),
+        "duckdb compiled statement (weighted)": (hd_times, recall_at_k(hd_ids, h_truth[:slow_q])),
+        "numpy exact hybrid": (hn_times, recall_at_k(hn_ids, h_truth)),
+        "shipped hybrid (index + term postings)": (shipped_h["times"][1:], recall_at_k(shipped_h["ids"], h_truth)),
+    }
     return {"n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim, "snapshot_s": gen_s,
-            "index_build_s": index_s, "incremental": incremental, "shipped_indexed": shipped["indexed"], "shipped_peak_rss_mb": shipped["peak_rss_mb"],
+            "index_build_s": index_s, "term_postings_s": terms_s, "incremental": incremental, "shipped_indexed": shipped["indexed"], "shipped_peak_rss_mb": shipped["peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"],
             "index_mb": sum(f.stat().st_size for f in index_dir(snap).iterdir()) / 2**20,
             "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
-                     for k, (t, r) in rows.items()}}
+                     for k, (t, r) in rows.items()},
+            "hybrid": {"shipped_indexed": shipped_h["indexed"] and shipped_h["hybrid"],
+                       "shipped_peak_rss_mb": shipped_h["peak_rss_mb"], "shipped_open_s": shipped_h["open_and_first_s"],
+                       "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
+                                for k, (t, r) in hybrid_rows.items()}}}
 
 
 def table(result: dict) -> str:
@@ -181,7 +283,21 @@ def table(result: dict) -> str:
         lines.append(f"| {name} | {r['p50_ms']:,.2f} | {r['p99_ms']:,.2f} | {r['recall_at_10']:.4f} | {ratio} | {r['n']} |")
     lines += ["", f"shipped serving process peak RSS: {result['shipped_peak_rss_mb']:,.0f} MB "
               f"(index on disk {result['index_mb']:,.0f} MB; open + first recall {result['shipped_open_s']:.1f} s); "
-              f"index build from the snapshot: {result['index_build_s']:.0f} s"]
+              f"index build from the snapshot: {result['index_build_s']:.0f} s, "
+              f"term postings {result.get('term_postings_s', 0):.0f} s"]
+    h = result.get("hybrid")
+    if h:
+        ship_h = h["rows"]["shipped hybrid (index + term postings)"]["p50_ms"]
+        lines += ["", f"#### shipped default fusion: weighted hybrid (vector + BM25; served from the index: "
+                  f"{h['shipped_indexed']})", "",
+                  "| method | p50 ms | p99 ms | recall@10 vs exact hybrid | shipped hybrid speed-up (p50) | queries |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name, r in h["rows"].items():
+            ratio = "1x" if name.startswith("shipped") else f"{r['p50_ms'] / ship_h:,.0f}x"
+            rec = "-" if r["recall_at_10"] != r["recall_at_10"] else f"{r['recall_at_10']:.4f}"
+            lines.append(f"| {name} | {r['p50_ms']:,.2f} | {r['p99_ms']:,.2f} | {rec} | {ratio} | {r['n']} |")
+        lines += ["", f"shipped hybrid serving process peak RSS: {h['shipped_peak_rss_mb']:,.0f} MB "
+                  f"(open + first recall {h['shipped_open_s']:.1f} s)"]
     inc = result.get("incremental")
     if inc:
         lines.append(f"incremental index update after +{inc['added']:,} memories: {inc['seconds']:.0f} s, of which "

