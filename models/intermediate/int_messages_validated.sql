@@ -10,16 +10,16 @@ typed as (
         user_id,
         nullif(trim(session_id), '') as session_id,
         nullif(trim(agent_id), '') as agent_id,
-        try_cast(msg_seq as bigint) as msg_seq,
+        {{ safe_cast('msg_seq', 'bigint') }} as msg_seq,
         lower(trim(role)) as role,
         content,
         is_invalid_utf8,
-        try_cast(ts as timestamptz) at time zone 'UTC' as message_at,
+        {{ safe_cast('ts', 'timestamptz') }} at time zone 'UTC' as message_at,
         coalesce(
             nullif(trim(message_id), ''),
             'm_' || md5(concat_ws('|', user_id, session_id, msg_seq, ts, content))
         ) as message_id,
-        try_cast(landed_at as timestamptz) at time zone 'UTC' as landed_at,
+        {{ safe_cast('landed_at', 'timestamptz') }} at time zone 'UTC' as landed_at,
         ts as ts_raw,
         msg_seq as msg_seq_raw,
         landing_file
@@ -30,20 +30,20 @@ checked as (
     select
         *,
         case
-            when user_id is null or regexp_full_match(user_id, '[\s\pZ]*') then 'null_user'
-            when regexp_matches(user_id, '^[\s\pZ]|[\s\pZ]$|[\x00-\x1f\x7f-\x9f]')
+            when user_id is null or {{ regexp_full_match('user_id', "'[\\s\\pZ]*'") }} then 'null_user'
+            when {{ regexp_contains('user_id', "'^[\\s\\pZ]|[\\s\\pZ]$|[\\x00-\\x1f\\x7f-\\x9f]'") }}
                 or length(user_id) > {{ var('max_user_id_chars') }} then 'invalid_user_id'
             when session_id is null then 'null_session'
             when is_invalid_utf8 then 'invalid_utf8'
-            when content is null or regexp_full_match(content, '[\s\pZ]*') then 'empty_content'
+            when content is null or {{ regexp_full_match('content', "'[\\s\\pZ]*'") }} then 'empty_content'
             when length(content) > {{ var('max_content_chars') }} then 'content_too_long'
-            when regexp_matches(content, '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]') then 'control_characters'
+            when {{ regexp_contains('content', "'[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]'") }} then 'control_characters'
             when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null or not isfinite(message_at)
                 or message_at < '0001-01-01'::timestamp then 'invalid_timestamp'
             when message_at > coalesce(landed_at, message_at)
-                + to_minutes({{ var('max_future_skew_minutes') }}::bigint) then 'future_timestamp'
+                + {{ minutes_interval(var('max_future_skew_minutes')) }} then 'future_timestamp'
         end as row_reject_reason
     from typed
 ),
@@ -59,7 +59,20 @@ deduplicated as (
 )
 
 select
-    * exclude (row_reject_reason, id_occurrence),
+    landing_id,
+    user_id,
+    session_id,
+    agent_id,
+    msg_seq,
+    role,
+    content,
+    is_invalid_utf8,
+    message_at,
+    message_id,
+    landed_at,
+    ts_raw,
+    msg_seq_raw,
+    landing_file,
     coalesce(
         row_reject_reason,
         case when id_occurrence > 1 then 'duplicate_message_id' end
