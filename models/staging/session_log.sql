@@ -57,8 +57,7 @@ select
     landing_file,
     loaded_at
 from renamed
-where
-    landing_copy = 1
-    {% if is_incremental() %}
-        and landing_id not in (select landing_id from {{ this }})
-    {% endif %}
+where landing_copy = 1
+{% if is_incremental() %}
+    and landing_id not in (select landing_id from {{ this }})
+{% endif %}

@@ -35,8 +35,7 @@ select
     accessed_at,
     landing_file
 from renamed
-where
-    landing_copy = 1
-    {% if is_incremental() %}
-        and event_id not in (select event_id from {{ this }})
-    {% endif %}
+where landing_copy = 1
+{% if is_incremental() %}
+    and event_id not in (select event_id from {{ this }})
+{% endif %}
