@@ -112,7 +112,12 @@ class LocalPostgres:
         with admin.connect(autocommit=True) as con:
             exists = con.execute("select 1 from pg_database where datname = %s", [self.dbname]).fetchone()
             if not exists:
-                con.execute(f'create database "{self.dbname}"')
+                # a UTF-8 LC_CTYPE makes lower() and regex classes Unicode-aware (the tokenize macro)
+                try:
+                    con.execute(f"create database \"{self.dbname}\" template template0 encoding 'UTF8'"
+                                " lc_collate 'C.UTF-8' lc_ctype 'C.UTF-8'")
+                except Exception:  # no C.UTF-8 locale on this system
+                    con.execute(f'create database "{self.dbname}"')
             con.execute(f"alter database \"{self.dbname}\" set timezone = 'UTC'")
         conn = PgConnection(host=admin.host, port=admin.port, dbname=self.dbname, schema=self.schema)
         with conn.connect(autocommit=True) as con:

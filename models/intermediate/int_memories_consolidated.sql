@@ -27,7 +27,7 @@ near_pairs as (
             and later.kind = earlier.kind
             and later.kind != 'episode'
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
-            and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
+            and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ var('consolidation_min_sim') }}
 ),
 
 -- follow the picks to the root (a candidate that joined none): a chain c -> p -> q is one
@@ -56,14 +56,14 @@ merged as (
         memory_id,
         any_value(user_id) as user_id,
         any_value(kind) as kind,
-        any_value(slot order by last_mentioned_at desc) as slot,
+        {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
         any_value(content) filter (where candidate_id = memory_id) as content,
         any_value(embedding) filter (where candidate_id = memory_id) as embedding,
         any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
         min(created_at) as created_at,
         max(last_mentioned_at) as last_mentioned_at,
-        list_sort(list_distinct(flatten(list(source_message_ids)))) as source_message_ids,
-        list_sort(flatten(list(mentioned_at))) as mentioned_at,
+        {{ flatten_agg('source_message_ids', distinct=true) }} as source_message_ids,
+        {{ flatten_agg('mentioned_at') }} as mentioned_at,
         count(*) as merged_candidates
     from assigned
     group by memory_id
@@ -92,7 +92,7 @@ select
     embedding_form,
     created_at,
     last_mentioned_at,
-    len(mentioned_at) as mention_count,
+    {{ list_length('mentioned_at') }} as mention_count,
     source_message_ids,
     mentioned_at,
     merged_candidates,

@@ -10,16 +10,16 @@ typed as (
         user_id,
         nullif(trim(session_id), '') as session_id,
         nullif(trim(agent_id), '') as agent_id,
-        {{ safe_cast('msg_seq', 'bigint') }} as msg_seq,
+        {{ try_cast_text('msg_seq', 'bigint') }} as msg_seq,
         lower(trim(role)) as role,
         content,
         is_invalid_utf8,
-        {{ safe_cast('ts', 'timestamptz') }} at time zone 'UTC' as message_at,
+        {{ try_cast_text('ts', 'timestamptz') }} at time zone 'UTC' as message_at,
         coalesce(
             nullif(trim(message_id), ''),
             'm_' || md5(concat_ws('|', user_id, session_id, msg_seq, ts, content))
         ) as message_id,
-        {{ safe_cast('landed_at', 'timestamptz') }} at time zone 'UTC' as landed_at,
+        {{ try_cast_text('landed_at', 'timestamptz') }} at time zone 'UTC' as landed_at,
         ts as ts_raw,
         msg_seq as msg_seq_raw,
         landing_file
@@ -31,13 +31,13 @@ checked as (
         *,
         case
             when user_id is null or {{ regexp_full_match('user_id', "'[\\s\\pZ]*'") }} then 'null_user'
-            when {{ regexp_contains('user_id', "'^[\\s\\pZ]|[\\s\\pZ]$|[\\x00-\\x1f\\x7f-\\x9f]'") }}
+            when {{ regexp_search('user_id', "'^[\\s\\pZ]|[\\s\\pZ]$|[\\x00-\\x1f\\x7f-\\x9f]'") }}
                 or length(user_id) > {{ var('max_user_id_chars') }} then 'invalid_user_id'
             when session_id is null then 'null_session'
             when is_invalid_utf8 then 'invalid_utf8'
             when content is null or {{ regexp_full_match('content', "'[\\s\\pZ]*'") }} then 'empty_content'
             when length(content) > {{ var('max_content_chars') }} then 'content_too_long'
-            when {{ regexp_contains('content', "'[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]'") }} then 'control_characters'
+            when {{ regexp_search('content', "'[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]'") }} then 'control_characters'
             when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null or not isfinite(message_at)

@@ -25,7 +25,7 @@ select
     m.valid_to,
     s.strength_as_of,
     m.embedding_form,
-    m.kind = 'episode' and regexp_matches(m.content, '[?？]\s*$') as is_question,
+    m.kind = 'episode' and {{ regexp_search('m.content', "'[?？]\\s*$'") }} as is_question,
     '{{ var("embedding_model") }}' as embedding_model,
     p.session_ids,
     p.agent_ids

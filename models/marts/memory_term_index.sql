@@ -22,7 +22,7 @@ per_term as (
         memory_id,
         user_id,
         unnest(terms) as term,
-        len(terms) as doc_len
+        {{ list_length('terms') }} as doc_len
     from tokens
 )
 

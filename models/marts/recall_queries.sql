@@ -20,7 +20,7 @@
         {{ var('embedding_dim') }} as embedding_dim,
         '{{ var("embedding_query_form") }}' as embedding_query_form,
         {{ var('recall_top_k') }} as default_top_k,
-        {{ var('recall_min_sim') }}::double as default_min_sim,
+        {{ var('recall_min_sim') }}::{{ double_type() }} as default_min_sim,
         {{ var('recall_max_top_k') }} as max_top_k,
         {{ var('recall_max_query_chars') }} as max_query_chars,
         {{ as_of_timestamp() }} as built_at

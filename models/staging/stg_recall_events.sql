@@ -18,7 +18,7 @@ renamed as (
         memory_id,
         user_id,
         query_id,
-        {{ safe_cast('accessed_at', 'timestamptz') }} at time zone 'UTC' as accessed_at,
+        {{ try_cast_text('accessed_at', 'timestamptz') }} at time zone 'UTC' as accessed_at,
         _landing_file as landing_file,
         row_number() over (partition by event_id order by _landing_file) as landing_copy
     from landed

@@ -1,11 +1,5 @@
 {#- Fails for rows whose embedding is NULL, has the wrong length, contains NULL/NaN/inf, or is all
     zeros (a zero vector has no cosine). -#}
 {% test embedding_is_valid(model, column_name, dim=none) %}
-{%- set d = dim if dim is not none else var('embedding_dim') -%}
-select *
-from {{ model }}
-where {{ column_name }} is null
-   or len({{ column_name }}::float[]) != {{ d }}
-   or list_count(list_filter({{ column_name }}::float[], lambda x: x is null or isnan(x) or isinf(x))) > 0
-   or list_count(list_filter({{ column_name }}::float[], lambda x: x != 0)) = 0
+{{ adapter.dispatch('test_embedding_is_valid')(model, column_name, dim) }}
 {% endtest %}

@@ -6,11 +6,11 @@ select
     a.kind,
     a.memory_id as memory_a,
     b.memory_id as memory_b,
-    array_cosine_similarity(a.embedding, b.embedding) as similarity
+    {{ vector_cosine('a.embedding', 'b.embedding') }} as similarity
 from {{ ref('long_term_memory') }} as a
 inner join {{ ref('long_term_memory') }} as b
     on a.user_id = b.user_id
         and a.kind = b.kind
         and a.memory_id < b.memory_id
 where a.kind != 'episode'
-    and array_cosine_similarity(a.embedding, b.embedding) >= {{ var('consolidation_min_sim') }}
+    and {{ vector_cosine('a.embedding', 'b.embedding') }} >= {{ var('consolidation_min_sim') }}
