@@ -337,3 +337,19 @@ array[{{ values }}]::double precision[]
 {% macro postgres__text_list_literal(values) -%}
 array[{{ values }}]::text[]
 {%- endmacro %}
+
+{#- post-hook of long_term_memory: PostgreSQL gets an HNSW index (cosine) on the embedding, for
+    approximate nearest-neighbour queries; DuckDB needs none. The recall statement itself ranks
+    one user's memories exactly (docs/scaling_out.md). -#}
+{% macro vector_index_hook() -%}
+  {{ return(adapter.dispatch('vector_index_hook')()) }}
+{%- endmacro %}
+
+{% macro duckdb__vector_index_hook() -%}
+select 1
+{%- endmacro %}
+
+{% macro postgres__vector_index_hook() -%}
+create index on {{ this }} using hnsw ((embedding::{{ embedding_type() }}) vector_cosine_ops);
+create index on {{ this }} (user_id)
+{%- endmacro %}

@@ -30,6 +30,7 @@ from ._embedding import embed_texts
 from ._errors import BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
 from ._landing import read_input_file, utc_now_iso
 from ._pg import PgConnection, ensure_landing, land_access, land_messages
+from ._prompt import format_prompt
 from ._serving import RecalledMemory
 
 __all__ = ["PgMemoryStore"]
@@ -223,3 +224,9 @@ class PgMemoryStore:
     def recall(self, query: str | Sequence[float], *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
         """Recall the best memories of ``user_id`` for one query text or vector."""
         return self.recall_many([query], user_id=user_id, **kwargs)[0]
+
+    def prompt(self, queries: Sequence[str | Sequence[float]], *, user_id: str, budget_chars: int = 1200,
+               **kwargs: Any) -> str:
+        """Recall for ``queries`` and format the memories as a system-prompt block."""
+        results = self.recall_many(queries, user_id=user_id, **kwargs)
+        return format_prompt([m for group in results for m in group], budget_chars=budget_chars)

@@ -10,13 +10,12 @@ import math
 import os
 import threading
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from recall_shim import DimensionMismatch, InvalidQuery, MemoryStore
-from recall_shim._errors import BackendUnavailable
+from recall_shim import (BackendUnavailable, DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
+                         PgMemoryStore)
 
 from .conftest import DEMO_LOG, query
 
@@ -34,8 +33,6 @@ def writer_rows(writer: int) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def pg_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from recall_shim._pg import LocalPostgres
-
     server = LocalPostgres(tmp_path_factory.mktemp("pg") / "data")
     try:
         conn = server.start()
@@ -50,8 +47,6 @@ def pg_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def pg_store(pg_conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Demo log + four concurrent writers (one transaction per remember_many), built once."""
-    from recall_shim._pg_store import PgMemoryStore
-
     store = PgMemoryStore(pg_conn, work_dir=tmp_path_factory.mktemp("pg_work"))
     assert store.ingest(DEMO_LOG) == 10
     errors: list[BaseException] = []
@@ -147,6 +142,8 @@ def test_recall_errors_and_scoping(pg_store: Any) -> None:
                            record_access=False)
     assert lyon and all(m.kind == "fact" for m in lyon)
     assert "User lives in Lyon" not in [m.content for m in lyon]  # superseded by Paris
+    block = pg_store.prompt(["where does the user live?"], user_id="w2", min_sim=0.0, record_access=False)
+    assert "User lives in Paris" in block
 
 
 def test_decay_as_of_and_access_reinforcement(pg_store: Any) -> None:
@@ -170,3 +167,10 @@ def test_decay_as_of_and_access_reinforcement(pg_store: Any) -> None:
             assert math.isclose(strength, max(0.3, 0.95 ** days), rel_tol=1e-9)
             checked += 1
     assert checked > 5
+
+
+def test_long_term_memory_has_an_hnsw_index(pg_store: Any) -> None:
+    s = pg_store.conn.schema
+    defs = [r[0] for r in pg_rows(pg_store.conn, "select indexdef from pg_indexes where schemaname = %s"
+                                                 " and tablename = 'long_term_memory'", [s])]
+    assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in defs), defs
