@@ -27,18 +27,21 @@ QUERIES = ["what does the user like?", "where does the user live?", "what did we
 
 
 def session_log(n: int, users: int) -> list[dict[str, Any]]:
+    """Mostly episodes (never merged), plus one distinct preference per subject and a home city
+    per user, so consolidation sees no chains of near-duplicates."""
     rows = []
     for i in range(n):
-        u = i % users
-        kind = i % 3
-        if kind == 0:
-            text = f"I prefer {SUBJECTS[i % len(SUBJECTS)]} when working on task {i}"
-        elif kind == 1:
-            text = f"I live in {CITIES[i % len(CITIES)]} since year {1990 + i % 30}"
+        u, j = i % users, i // users
+        if j < len(SUBJECTS):
+            text = f"I prefer {SUBJECTS[j]}"
+        elif j == len(SUBJECTS):
+            text = f"I live in {CITIES[u % len(CITIES)]}"
+        elif j % 2:
+            text = f"We talked about {TOPICS[j % len(TOPICS)]} and {SUBJECTS[i % len(SUBJECTS)]} in meeting {i}"
         else:
-            text = f"We talked about {TOPICS[i % len(TOPICS)]} in meeting number {i}"
+            text = f"Remind me to check {TOPICS[i % len(TOPICS)]} before the {CITIES[j % len(CITIES)]} trip {i}"
         day, minute = 1 + (i // 1440) % 28, i % 1440
-        rows.append({"user_id": f"u{u}", "session_id": f"s{u}-{i // 20}", "msg_seq": i, "role": "user",
+        rows.append({"user_id": f"u{u}", "session_id": f"s{u}-{j // 20}", "msg_seq": j, "role": "user",
                      "content": text, "ts": f"2026-10-{day:02d} {minute // 60:02d}:{minute % 60:02d}:00",
                      "message_id": f"m{i}"})
     return rows
@@ -140,4 +143,10 @@ def _count_duck(store: Any) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    from recall_shim import BuildFailed
+
+    try:
+        main()
+    except BuildFailed as exc:
+        print("\n".join(line for line in exc.output.splitlines() if "FAIL" in line or "ERROR" in line or "Error" in line))
+        raise
