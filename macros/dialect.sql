@@ -21,7 +21,7 @@
 
 {#- Name of the PostgreSQL landing table of a channel (twin of recall_shim/_pg.py LANDING_TABLES). -#}
 {% macro landing_table(channel) -%}
-{{ 'session_log_landing' if channel == 'messages' else 'recall_access_landing' }}
+{{ {'messages': 'session_log_landing', 'access': 'recall_access_landing', 'forget': 'forget_landing'}[channel] }}
 {%- endmacro %}
 
 {#- expr cast to type, or NULL when the text is not a valid value of type. -#}
@@ -61,12 +61,6 @@ end)
 {{ pattern_expr
    | replace('\\pZ', '\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000')
    | replace('\\x00', '\\x01') }}
-=======
-(case
-    when left({{ pattern_expr }}, 4) = '(?i)' then {{ text_expr }} ~* ('^(?:' || substr({{ pattern_expr }}, 5) || ')$')
-    else {{ text_expr }} ~ ('^(?:' || {{ pattern_expr }} || ')$')
-end)
->>>>>>> PostgreSQL target: every model builds on PostgreSQL 16 + pgvector via dispatched macros; PgMemoryStore (concurrent INSERT landing, two-step build with Python embedding, recall via compiled statement); parity tests against DuckDB
 {%- endmacro %}
 
 {#- An interval of n_expr minutes. -#}
@@ -80,6 +74,19 @@ to_minutes({{ n_expr }}::bigint)
 
 {% macro postgres__minutes_interval(n_expr) -%}
 make_interval(mins => {{ n_expr }})
+{%- endmacro %}
+
+{#- An interval of n_expr days. -#}
+{% macro days_interval(n_expr) -%}
+  {{ return(adapter.dispatch('days_interval')(n_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__days_interval(n_expr) -%}
+to_days({{ n_expr }}::bigint)
+{%- endmacro %}
+
+{% macro postgres__days_interval(n_expr) -%}
+make_interval(days => {{ n_expr }})
 {%- endmacro %}
 
 {#- Cosine similarity of two embeddings (NULL when either is NULL). -#}
@@ -331,7 +338,7 @@ array[{{ values }}]::double precision[]
 {%- endmacro %}
 
 {% macro duckdb__text_list_literal(values) -%}
-[{{ values }}]
+[{{ values }}]::varchar[]
 {%- endmacro %}
 
 {% macro postgres__text_list_literal(values) -%}

@@ -57,10 +57,10 @@ scoped_memories as (
       and valid_to is null
       {%- endif %}
       {%- if agent_id is not none %}
-      and ({{ agent_id }} is null or list_contains(agent_ids, {{ agent_id }}))
+      and ({{ agent_id }} is null or {{ list_has('agent_ids', agent_id) }})
       {%- endif %}
       {%- if session_id is not none %}
-      and ({{ session_id }} is null or list_contains(session_ids, {{ session_id }}))
+      and ({{ session_id }} is null or {{ list_has('session_ids', session_id) }})
       {%- endif %}
 ),
 

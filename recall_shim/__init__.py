@@ -25,10 +25,12 @@ from ._pg_store import PgMemoryStore
 from ._prompt import format_prompt
 from ._serving import RecalledMemory
 from ._store import BuildResult, IngestReport, MemoryStore
+from ._targets import open_store
 
 __all__ = [
     "MemoryStore",
     "PgMemoryStore",
+    "open_store",
     "PgConnection",
     "LocalPostgres",
     "RecalledMemory",

@@ -26,15 +26,30 @@ from typing import Any, Iterable, Mapping
 from ._errors import BackendUnavailable
 from ._landing import message_record, utc_now_iso
 
-__all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access",
-           "LANDING_TABLES"]
+__all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
+           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
+
+#: which target the CLI, the server and ``open_store`` use: "duckdb" (default) or "postgres"
+TARGET_ENV = "AGENT_MEMORY_TARGET"
+
+
+def selected_target(target: str | None = None) -> str:
+    """``target`` if given, else $AGENT_MEMORY_TARGET, else "duckdb"; checked."""
+    t = (target or os.environ.get(TARGET_ENV) or "duckdb").strip().lower()
+    if t not in ("duckdb", "postgres"):
+        raise BackendUnavailable(f"unknown target {t!r}: use duckdb or postgres ({TARGET_ENV})")
+    return t
+
+_SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
 #: landing channel -> table (twin of the landing_table macro in macros/dialect.sql)
-LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_landing"}
+LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_landing",
+                  "forget": "forget_landing"}
 
-_MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
+MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
                     "content_invalid_utf8", "ts", "message_id", "landed_at", "_landing_file")
 _ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at", "_landing_file")
+FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file")
 
 
 @dataclass(frozen=True)
@@ -140,25 +155,32 @@ class LocalPostgres:
 def ensure_landing(conn: PgConnection) -> None:
     """Create the store's schema and landing tables if missing (idempotent)."""
     s = conn.schema
-    with conn.connect(autocommit=True) as con:
+    with conn.connect() as con:  # one transaction; concurrent first uses take turns
+        con.execute("select pg_advisory_xact_lock(%s)", [_SETUP_LOCK_KEY])
         con.execute(f'create schema if not exists "{s}"')
         con.execute(
             f'create table if not exists "{s}".{LANDING_TABLES["messages"]} ('
-            + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in _MESSAGE_COLUMNS)
+            + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
             + ", primary key (landing_id))")
         con.execute(
             f'create table if not exists "{s}".{LANDING_TABLES["access"]} ('
             + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
+        con.execute(
+            f'create table if not exists "{s}".{LANDING_TABLES["forget"]} ('
+            + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
+        # sha256 of every file `ingest` landed (skip a file landed before unless forced)
+        con.execute(f'create table if not exists "{s}".ingested_files (digest text primary key, file text,'
+                    ' n_rows bigint, landed_at text)')
+        # forget's audit trail: ids and counts only, never content (docs/data_protection.md)
+        con.execute(f'create table if not exists "{s}".forget_audit (audit_id text primary key,'
+                    ' completed_at text, record text)')
+        con.commit()
 
 
 def land_messages(conn: PgConnection, rows: Iterable[Mapping[str, Any]]) -> int:
     """INSERT session-log rows (normalised like the landing files, not judged) in one
     transaction; returns how many landed. Safe to call from any number of writers at once."""
-    landed_at = utc_now_iso()
-    batch = f"pg:{landed_at}-{uuid.uuid4().hex[:12]}"
-    records = [message_record(r, landed_at) for r in rows]
-    values = [tuple(rec.get(c) if c != "_landing_file" else batch for c in _MESSAGE_COLUMNS) for rec in records]
-    return _insert(conn, LANDING_TABLES["messages"], _MESSAGE_COLUMNS, values)
+    return _insert(conn, LANDING_TABLES["messages"], MESSAGE_COLUMNS, message_values(rows))
 
 
 def land_access(conn: PgConnection, events: Iterable[Mapping[str, Any]]) -> int:
@@ -173,12 +195,25 @@ def land_access(conn: PgConnection, events: Iterable[Mapping[str, Any]]) -> int:
 def _insert(conn: PgConnection, table: str, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> int:
     if not values:
         return 0
-    # NUL cannot be stored in PostgreSQL text: it is replaced like invalid UTF-8 (U+FFFD).
-    values = [tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in row) for row in values]
-    sql = (f'insert into "{conn.schema}".{table} ({", ".join(columns)}) '
-           f'values ({", ".join(["%s"] * len(columns))})')
     with conn.connect() as con:  # one transaction: all rows land or none
         with con.cursor() as cur:
-            cur.executemany(sql, values)
+            insert_rows(cur, conn.schema, table, columns, values)
         con.commit()
     return len(values)
+
+
+def insert_rows(cur: Any, schema: str, table: str, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> None:
+    """INSERT ``values`` with the caller's cursor (inside the caller's transaction)."""
+    # NUL cannot be stored in PostgreSQL text: it is replaced like invalid UTF-8 (U+FFFD).
+    values = [tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in row) for row in values]
+    sql = (f'insert into "{schema}".{table} ({", ".join(columns)}) '
+           f'values ({", ".join(["%s"] * len(columns))})')
+    cur.executemany(sql, values)
+
+
+def message_values(rows: Iterable[Mapping[str, Any]], landed_at: str | None = None) -> list[tuple[Any, ...]]:
+    """Session-log rows normalised like the landing files, as tuples of MESSAGE_COLUMNS."""
+    landed_at = landed_at or utc_now_iso()
+    batch = f"pg:{landed_at}-{uuid.uuid4().hex[:12]}"
+    return [tuple(rec.get(c) if c != "_landing_file" else batch for c in MESSAGE_COLUMNS)
+            for rec in (message_record(r, landed_at) for r in rows)]

@@ -10,12 +10,12 @@ with sources as (
 select
     s.memory_id,
     coalesce(
-        list(distinct m.session_id order by m.session_id) filter (where m.session_id is not null),
-        []::varchar[]
+        {{ list_agg('m.session_id', 'm.session_id', distinct=true) }} filter (where m.session_id is not null),
+        {{ text_list_literal('') }}
     ) as session_ids,
     coalesce(
-        list(distinct m.agent_id order by m.agent_id) filter (where m.agent_id is not null),
-        []::varchar[]
+        {{ list_agg('m.agent_id', 'm.agent_id', distinct=true) }} filter (where m.agent_id is not null),
+        {{ text_list_literal('') }}
     ) as agent_ids
 from sources as s
 inner join {{ ref('session_messages') }} as m using (message_id)
