@@ -6,9 +6,12 @@ AGENT_MEMORY_REQUIRE_POSTGRES=1 (scripts/test.sh sets it): then that is a failur
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
-import threading
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from typing import Any, Iterator
 
@@ -44,26 +47,32 @@ def pg_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
+WRITER = """
+import json, sys
+from recall_shim import PgConnection, PgMemoryStore
+conn = PgConnection(**json.loads(sys.argv[1]))
+store = PgMemoryStore(conn, work_dir=sys.argv[2])
+for row in json.loads(sys.argv[3]):  # one transaction per row: many small concurrent writes
+    store.remember_many([row])
+print("acknowledged", flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def pg_store(pg_conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Demo log + four concurrent writers (one transaction per remember_many), built once."""
-    store = PgMemoryStore(pg_conn, work_dir=tmp_path_factory.mktemp("pg_work"))
-    assert store.ingest(DEMO_LOG) == 10
-    errors: list[BaseException] = []
-
-    def write(w: int) -> None:
-        try:
-            for row in writer_rows(w):  # one transaction per row: many small concurrent writes
-                store.remember_many([row])
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    """Demo log, built; then four writer processes write while a build runs; built again."""
+    work = tmp_path_factory.mktemp("pg_work")
+    store = PgMemoryStore(pg_conn, work_dir=work)
+    assert store.ingest(DEMO_LOG).rows == 10
+    assert store.ingest(DEMO_LOG).skipped  # the same bytes twice: skipped
+    store.build()
+    conn_json = json.dumps(dataclasses.asdict(pg_conn))
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, conn_json, str(work), json.dumps(writer_rows(w))],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(4)]
+    store.build()  # concurrently with the writers: nobody waits, nothing is lost
+    outputs = [p.communicate(timeout=300) for p in writers]
+    assert [p.returncode for p in writers] == [0] * 4, outputs
+    assert all("acknowledged" in out for out, _ in outputs)
     store.build()
     return store
 
@@ -174,3 +183,52 @@ def test_long_term_memory_has_an_hnsw_index(pg_store: Any) -> None:
     defs = [r[0] for r in pg_rows(pg_store.conn, "select indexdef from pg_indexes where schemaname = %s"
                                                  " and tablename = 'long_term_memory'", [s])]
     assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in defs), defs
+
+
+def test_agent_and_session_scopes(pg_store: Any) -> None:
+    q = "where does the user live?"
+    everything = pg_store.recall(q, user_id="w1", top_k=10, min_sim=0.0, record_access=False)
+    in_session = pg_store.recall(q, user_id="w1", top_k=10, min_sim=0.0, record_access=False, session_id="s1")
+    assert everything and [m.memory_id for m in in_session] == [m.memory_id for m in everything]
+    assert pg_store.recall(q, user_id="w1", top_k=10, min_sim=0.0, record_access=False, session_id="s2") == []
+    assert pg_store.recall(q, user_id="w1", top_k=10, min_sim=0.0, record_access=False, agent_id="nobody") == []
+    with pytest.raises(InvalidQuery):
+        pg_store.recall(q, user_id="w1", session_id=" s1")
+
+
+def tables_with(conn: Any, column: str) -> list[str]:
+    return [r[0] for r in pg_rows(conn, "select table_name from information_schema.columns where table_schema = %s"
+                                        " and column_name = %s", [conn.schema, column])
+            if r[0] not in ("forget_landing", "stg_forget_requests")]
+
+
+def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
+    """Runs last (module order): forget one memory, then a whole user; a rebuild keeps both gone."""
+    conn, s, q = pg_store.conn, pg_store.conn.schema, "where does the user live?"
+    paris = pg_rows(conn, f"select memory_id from {s}.long_term_memory where user_id = 'w3'"
+                          " and content = 'User lives in Paris'")[0][0]
+    rep = pg_store.forget(memory_id=paris, actor="test")
+    assert rep.scope == "memory" and rep.user_id == "w3" and rep.found and rep.messages == 1
+    user = pg_store.forget(user_id="w0", actor="test")
+    assert user.scope == "user" and user.found and user.memories > 0
+    assert user.removed["warehouse:session_log_landing"] == 5
+
+    def gone() -> None:
+        for t in tables_with(conn, "memory_id"):
+            assert pg_rows(conn, f'select count(*) from {s}."{t}" where memory_id = %s', [paris])[0][0] == 0, t
+        for t in tables_with(conn, "user_id"):
+            assert pg_rows(conn, f'select count(*) from {s}."{t}" where user_id = %s', ["w0"])[0][0] == 0, t
+        assert pg_rows(conn, f"select count(*) from {s}.session_log_landing where message_id = 'w3-3'")[0][0] == 0
+
+    gone()
+    pg_store.build()
+    gone()
+    assert pg_store.recall(q, user_id="w0", min_sim=0.0) == []
+    facts = [m.content for m in pg_store.recall(q, user_id="w3", top_k=10, min_sim=0.0, kinds=["fact"],
+                                                 record_access=False)]
+    assert "User lives in Paris" not in facts and "User lives in Lyon" in facts  # Lyon is current again
+    assert [m.content for m in pg_store.recall(q, user_id="w2", kinds=["fact"], top_k=1, min_sim=0.0,
+                                                record_access=False)] == ["User lives in Paris"]  # others untouched
+    audit = [json.loads(r[0]) for r in pg_rows(conn, f"select record from {s}.forget_audit order by completed_at")]
+    assert [(a["scope"], a["actor"]) for a in audit] == [("memory", "test"), ("user", "test")]
+    assert not any("Paris" in json.dumps(a) or "Lyon" in json.dumps(a) for a in audit)  # ids and counts only
