@@ -71,14 +71,18 @@ class MemoryService:
             self.store.close()
 
     @property
+    def location(self) -> str:
+        """The DuckDB file, or the PostgreSQL store as a URL without password."""
+        paths = getattr(self.store, "paths", None)
+        return str(paths.db) if paths is not None else str(getattr(self.store, "location", ""))
+
+    @property
     def can_forget(self) -> bool:
         return callable(getattr(self.store, "forget", None))
 
     # --- operations ------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        paths = getattr(self.store, "paths", None)
-        where = str(paths.db) if paths is not None else str(getattr(self.store, "location", ""))
-        out: dict[str, Any] = {"status": "ok", "db": where, "ready": False,
+        out: dict[str, Any] = {"status": "ok", "db": self.location, "ready": False,
                                "snapshot": None, "forget": self.can_forget}
         with self._read_lock:
             try:
