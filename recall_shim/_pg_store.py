@@ -33,6 +33,7 @@ from ._embedding import embed_texts
 from ._errors import BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
 from ._forget import ForgetReport
 from ._landing import read_input_file, utc_now_iso
+from ._pg_ann import PgAnn
 from ._pg import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
                   land_messages, message_values)
 from ._prompt import format_prompt
@@ -125,6 +126,7 @@ class PgMemoryStore:
         self.work_dir = Path(work_dir)
         ensure_landing(self.conn)
         self._reader = _Reader(self.conn)
+        self._ann = PgAnn(self.conn.schema)
 
     @property
     def location(self) -> str:
@@ -246,6 +248,7 @@ class PgMemoryStore:
             finally:
                 lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
         self._reader.reset()
+        self._ann.reset()
         return BuildResult(None, out, time.monotonic() - started, None)
 
     # --- recalling -----------------------------------------------------------------------
@@ -298,9 +301,13 @@ class PgMemoryStore:
                 _scope_id(x, "kind", required=True)
         texts = [q if isinstance(q, str) else None for q in queries]
         vectors = self._vectors(queries)
-        rows = self._execute(s.sql_text, [user_id, _vector_literal(vectors), int(k), float(ms),
-                                          None if kinds is None else list(kinds), _text_array_literal(texts),
-                                          agent_id, session_id])
+        rows = None
+        if s.fusion_method == "vector" and agent_id is None and session_id is None:
+            rows = self._indexed(user_id, vectors, int(k), float(ms), kinds)
+        if rows is None:
+            rows = self._execute(s.sql_text, [user_id, _vector_literal(vectors), int(k), float(ms),
+                                              None if kinds is None else list(kinds), _text_array_literal(texts),
+                                              agent_id, session_id])
         out: list[list[RecalledMemory]] = [[] for _ in queries]
         for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
             if any(x is None or not math.isfinite(float(x)) for x in (sim, strength, score)):
@@ -314,6 +321,18 @@ class PgMemoryStore:
             land_access(self.conn, [{"event_id": uuid.uuid4().hex, "memory_id": mid, "user_id": user_id,
                                      "query_id": query_id, "accessed_at": now} for mid in seen])
         return out
+
+    def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
+                 kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
+        """The HNSW path (recall_shim/_pg_ann.py) for a big user, or None for the statement."""
+        s = self._reader.settings
+        with self.conn.connect() as con:  # one transaction: `set local hnsw.ef_search`
+            if not self._ann.applies(con, user_id):
+                return None
+            return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim, kinds=kinds,
+                                    episodes_by_default="kind != 'episode'" not in s.sql_text,
+                                    dim=s.embedding_dim, strength_weight=s.strength_weight,
+                                    question_weight=s.question_episode_weight)
 
     def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
         """Recall the best memories of ``user_id`` for one query text or vector."""
@@ -343,6 +362,7 @@ class PgMemoryStore:
 
         report = forget_pg(self.conn, self.work_dir, user_id=user_id, memory_id=memory_id, actor=actor)
         self._reader.reset()
+        self._ann.reset()
         return report
 
     @property
@@ -352,6 +372,7 @@ class PgMemoryStore:
 
     def close(self) -> None:
         self._reader.reset()
+        self._ann.reset()
 
     def __enter__(self) -> "PgMemoryStore":
         return self

@@ -38,14 +38,15 @@ _COLUMNS = ("memory_id text, user_id text, kind varchar, slot text, content text
             " session_ids text[], agent_ids text[]")
 
 
-def _dbt_compiled(conn: Any, dim: int, work: Path) -> None:
+def _dbt_compiled(conn: Any, dim: int, work: Path, extra_vars: dict | None = None) -> None:
     """recall_queries (and recall_index_settings) built by dbt on the postgres target."""
     env = dict(os.environ, **conn.dbt_env(), DBT_TARGET_PATH=str(work / "pg-target"),
                DBT_LOG_PATH=str(work / "pg-logs"), DBT_SEND_ANONYMOUS_USAGE_STATS="false")
     dbt = Path(sys.executable).with_name("dbt")
     subprocess.run([str(dbt) if dbt.exists() else "dbt", "run", "--target", "postgres", "--select",
                     "recall_queries recall_index_settings", "--project-dir", str(ROOT), "--profiles-dir", str(ROOT),
-                    "--vars", json.dumps({"embedding_dim": dim, "fusion_method": "vector", "strength_weight": 1.0})],
+                    "--vars", json.dumps({"embedding_dim": dim, "fusion_method": "vector", "strength_weight": 1.0,
+                                         **(extra_vars or {})})],
                    cwd=ROOT, env=env, check=True, capture_output=True, text=True)
 
 
@@ -154,7 +155,8 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
     return {"target": "postgres", "n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim,
             "snapshot_s": gen_s, "load_s": load_s, "index_build_s": index_s, "table_mb": size_mb,
             "shipped_peak_rss_mb": shipped["peak_rss_mb"], "backend_peak_rss_mb": shipped["backend_peak_rss_mb"],
-            "shipped_open_s": shipped["open_and_first_s"],
+            "shipped_open_s": shipped["open_and_first_s"], "shipped_indexed_calls": shipped["indexed"],
+            "shipped_fallbacks": shipped["fallbacks"],
             "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
                      for k, (t, r) in rows.items()}}
 
@@ -176,7 +178,8 @@ def table(result: dict) -> str:
     lines += ["", f"shipped client process peak RSS: {result['shipped_peak_rss_mb']:,.0f} MB; its PostgreSQL "
               f"backend's peak RSS: {result['backend_peak_rss_mb']:,.0f} MB (shared buffers counted as touched); "
               f"table + indexes {result['table_mb']:,.0f} MB; load {result['load_s']:.0f} s, "
-              f"user_id + HNSW index build {result['index_build_s']:.0f} s"]
+              f"user_id + HNSW index build {result['index_build_s']:.0f} s; shipped calls answered from the HNSW "
+              f"index: {result['shipped_indexed_calls']} (fell back to the statement: {result['shipped_fallbacks']})"]
     return "\n".join(lines)
 
 
@@ -207,7 +210,7 @@ def _serve(conn_json: str, queries_path: str, user: str, top_k: str, min_sim: st
         with psycopg.RawCursor(con) as cur:
             cur.execute(sql, [user, _vec(qs[0]), int(top_k), float(min_sim), None, "{NULL}", None, None]).fetchall()
         backend_hwm = _proc_hwm(pid)
-    print(json.dumps({"open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
+    print(json.dumps({"indexed": store._ann.used, "fallbacks": store._ann.fallbacks, "open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
                       "backend_peak_rss_mb": backend_hwm}))
 
 
