@@ -22,6 +22,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -127,6 +128,8 @@ class PgMemoryStore:
         ensure_landing(self.conn)
         self._reader = _Reader(self.conn)
         self._ann = PgAnn(self.conn.schema)
+        self._con: Any = None
+        self._read_lock = threading.Lock()
 
     @property
     def location(self) -> str:
@@ -269,13 +272,33 @@ class PgMemoryStore:
         embedded = iter(embed_texts(s.embedding_model, s.embedding_query_form, texts)) if texts else iter(())
         return [self._reader.check_vector(next(embedded) if isinstance(q, str) else q) for q in queries]
 
-    def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    def _read(self, fn: Any) -> Any:
+        """Run ``fn(connection)`` on this store's reading connection (autocommit, so it never
+        holds a snapshot or a lock between calls and never delays a build's table swap),
+        reconnecting once if the server closed it. One caller at a time."""
         import psycopg
 
-        with psycopg.connect(host=self.conn.host, port=self.conn.port, user=self.conn.user,
-                             dbname=self.conn.dbname, password=self.conn.password or None,
-                             cursor_factory=psycopg.RawCursor) as con:
-            return con.execute(sql, params).fetchall()
+        with self._read_lock:
+            for attempt in (1, 2):
+                if self._con is None or self._con.closed:
+                    self._con = self.conn.connect(autocommit=True)
+                try:
+                    return fn(self._con)
+                except psycopg.OperationalError:
+                    self._con.close()
+                    self._con = None
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Run a compiled statement ($n parameters) and fetch every row."""
+        import psycopg
+
+        def run(con: Any) -> list[tuple[Any, ...]]:
+            with psycopg.RawCursor(con) as cur:
+                return cur.execute(sql, params).fetchall()
+        return self._read(run)
 
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
@@ -326,13 +349,15 @@ class PgMemoryStore:
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
         """The HNSW path (recall_shim/_pg_ann.py) for a big user, or None for the statement."""
         s = self._reader.settings
-        with self.conn.connect() as con:  # one transaction: `set local hnsw.ef_search`
+        def run(con: Any) -> list[tuple[Any, ...]] | None:
             if not self._ann.applies(con, user_id):
                 return None
-            return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim, kinds=kinds,
-                                    episodes_by_default="kind != 'episode'" not in s.sql_text,
-                                    dim=s.embedding_dim, strength_weight=s.strength_weight,
-                                    question_weight=s.question_episode_weight)
+            with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
+                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
+                                        kinds=kinds, episodes_by_default="kind != 'episode'" not in s.sql_text,
+                                        dim=s.embedding_dim, strength_weight=s.strength_weight,
+                                        question_weight=s.question_episode_weight)
+        return self._read(run)
 
     def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
         """Recall the best memories of ``user_id`` for one query text or vector."""
@@ -373,6 +398,10 @@ class PgMemoryStore:
     def close(self) -> None:
         self._reader.reset()
         self._ann.reset()
+        with self._read_lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
 
     def __enter__(self) -> "PgMemoryStore":
         return self
