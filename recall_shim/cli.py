@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--target", default=argparse.SUPPRESS, choices=["duckdb", "postgres"],
                         help=f"duckdb (default) or postgres: PostgreSQL + pgvector named by the AGENT_MEMORY_PG_* "
                              f"variables (env {TARGET_ENV}; docs/scaling_out.md)")
-    p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt + DuckDB).",
+    p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt on DuckDB, or PostgreSQL + pgvector with --target postgres).",
                                 parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
