@@ -9,7 +9,7 @@ exists (
     from {{ ref('stg_forget_requests') }} as forgotten
     where forgotten.scope = 'user'
       and (forgotten.user_id = {{ user_expr }} or forgotten.user_id = trim({{ user_expr }}))
-      and try_cast({{ landed_expr }} as timestamp) <= forgotten.forgotten_at
+      and {{ try_cast_text(landed_expr, 'timestamp') }} <= forgotten.forgotten_at
 )
 {%- endmacro %}
 
@@ -26,6 +26,25 @@ exists (
     user (`select * from user_memories('alice')`), and a comment on every relation saying whether
     it holds all users' rows (meta user_scope). -#}
 {% macro create_user_scoped_macros() %}
+  {{ return(adapter.dispatch('create_user_scoped_macros')()) }}
+{% endmacro %}
+
+{#- One user-scoped table function: DuckDB table macro, PostgreSQL set-returning SQL function. -#}
+{% macro user_scoped_function(s, name, table) %}
+  {{ return(adapter.dispatch('user_scoped_function')(s, name, table)) }}
+{% endmacro %}
+
+{% macro duckdb__user_scoped_function(s, name, table) %}
+    create or replace macro {{ s }}.{{ name }}(uid) as table
+        select * from {{ s }}.{{ table }} where user_id = uid;
+{% endmacro %}
+
+{% macro postgres__user_scoped_function(s, name, table) %}
+    create or replace function {{ s }}.{{ name }}(uid text) returns setof {{ s }}.{{ table }}
+        language sql stable as $$ select * from {{ s }}.{{ table }} where user_id = uid $$;
+{% endmacro %}
+
+{% macro default__create_user_scoped_macros() %}
   {%- if execute and flags.WHICH in ('build', 'run') -%}
     {%- set s = target.schema -%}
     {%- set scoped = {
@@ -36,8 +55,7 @@ exists (
     } -%}
     {%- for name, table in scoped.items() -%}
       {%- if adapter.get_relation(database=target.database, schema=s, identifier=table) is not none %}
-    create or replace macro {{ s }}.{{ name }}(uid) as table
-        select * from {{ s }}.{{ table }} where user_id = uid;
+    {{ user_scoped_function(s, name, table) }}
       {%- endif -%}
     {%- endfor %}
     {%- for node in graph.nodes.values() if node.resource_type in ('model', 'seed', 'snapshot') -%}

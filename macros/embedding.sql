@@ -1,6 +1,15 @@
 {#- The one place SQL learns the embedding type and calls the model. -#}
 {% macro embedding_type(dim=none) -%}
+  {{ return(adapter.dispatch('embedding_type')(dim)) }}
+{%- endmacro %}
+
+{% macro duckdb__embedding_type(dim=none) -%}
   FLOAT[{{ dim if dim is not none else var('embedding_dim') }}]
+{%- endmacro %}
+
+{#- pgvector's column type (PostgreSQL target). -#}
+{% macro postgres__embedding_type(dim=none) -%}
+  vector({{ dim if dim is not none else var('embedding_dim') }})
 {%- endmacro %}
 
 {#- Key of one embedded text: md5 of the configured model, the form expression and the text. -#}

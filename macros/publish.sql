@@ -3,6 +3,16 @@
     so they never see a half-written file and never hold a lock the builder needs.
     results: the run's results; nothing is published if any node errored or failed. -#}
 {% macro publish_serving_snapshot(results) %}
+  {{ return(adapter.dispatch('publish_serving_snapshot')(results)) }}
+{% endmacro %}
+
+{#- PostgreSQL serves from the live tables (MVCC gives readers a consistent view while a build
+    runs), so there is no snapshot file to publish. -#}
+{% macro postgres__publish_serving_snapshot(results) %}
+  select 1;
+{% endmacro %}
+
+{% macro duckdb__publish_serving_snapshot(results) %}
   {%- if execute and flags.WHICH in ('build', 'run') -%}
     {%- set bad = results | selectattr('status', 'in', ['error', 'fail', 'runtime error']) | list -%}
     {%- set ltm = adapter.get_relation(database=target.database, schema=target.schema, identifier='long_term_memory') -%}

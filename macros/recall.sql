@@ -51,16 +51,16 @@ scoped_memories as (
       and (
           ({{ kinds }} is null
            {%- if not var('recall_episodes_by_default') %} and kind != 'episode'{% endif %})
-          or list_contains({{ kinds }}, kind)
+          or {{ list_has(kinds, 'kind') }}
       )
       {%- if current_only %}
       and valid_to is null
       {%- endif %}
       {%- if agent_id is not none %}
-      and ({{ agent_id }} is null or list_contains(agent_ids, {{ agent_id }}))
+      and ({{ agent_id }} is null or {{ list_has('agent_ids', agent_id) }})
       {%- endif %}
       {%- if session_id is not none %}
-      and ({{ session_id }} is null or list_contains(session_ids, {{ session_id }}))
+      and ({{ session_id }} is null or {{ list_has('session_ids', session_id) }})
       {%- endif %}
 ),
 
@@ -68,7 +68,7 @@ vector_leg as (
     select
         q.intent_id,
         m.memory_id,
-        array_cosine_similarity(m.embedding::{{ embedding_type(dim) }}, q.embedding::{{ embedding_type(dim) }}) as similarity
+        {{ cosine_similarity('m.embedding', 'q.embedding', dim) }} as similarity
     from recall_queries as q
     cross join scoped_memories as m
 ),
@@ -79,7 +79,7 @@ vector_ranked as (
         row_number() over (partition by intent_id order by similarity desc, memory_id) as vector_rank
     from vector_leg
     where similarity is not null
-      and not isnan(similarity)
+      and not {{ is_nan('similarity') }}
 ),
 
 {% if lexical -%}
@@ -120,7 +120,7 @@ fused as (
         {% if lexical -%}
         coalesce(l.lexical_score, 0) as lexical_score,
         {%- else -%}
-        0::double as lexical_score,
+        0::{{ double_type() }} as lexical_score,
         {%- endif %}
         {% if fusion == 'weighted' -%}
         {{ w }} * coalesce(
@@ -193,7 +193,7 @@ order by intent_id, rank
     queries="select generate_subscripts($2::" ~ embedding_type() ~ "[], 1) as intent_id, unnest($2::" ~ embedding_type() ~ "[]) as embedding, unnest($6::varchar[]) as query_text",
     user_id='$1::varchar',
     top_k='$3::integer',
-    min_sim='$4::double',
+    min_sim='$4::' ~ double_type(),
     kinds='$5::varchar[]',
     terms=ref('memory_term_index').include(database=False),
     term_stats=ref('memory_term_stats').include(database=False),
@@ -215,7 +215,7 @@ scored as (
         q.intent_id,
         m.memory_id,
         m.kind,
-        array_cosine_similarity(m.embedding::{{ embedding_type(dim) }}, q.embedding::{{ embedding_type(dim) }}) as similarity
+        {{ cosine_similarity('m.embedding', 'q.embedding', dim) }} as similarity
     from recall_queries as q
     cross join {{ memories }} as m
     where m.user_id = {{ user_id }}
@@ -224,7 +224,7 @@ scored as (
 
 select intent_id, memory_id, kind, similarity
 from scored
-where similarity is not null and not isnan(similarity)
+where similarity is not null and not {{ is_nan('similarity') }}
 order by intent_id, similarity desc
 {%- endmacro %}
 

@@ -5,7 +5,7 @@
 {% macro decay_strength(strength_expr, days_expr, rate=none, floor=none) -%}
 greatest(
     {{ floor if floor is not none else var('strength_floor') }},
-    ({{ strength_expr }}) * pow({{ rate if rate is not none else var('decay_rate_per_day') }}, greatest(({{ days_expr }})::double, 0))
+    ({{ strength_expr }}) * pow({{ rate if rate is not none else var('decay_rate_per_day') }}, greatest(({{ days_expr }})::{{ double_type() }}, 0))
 )
 {%- endmacro %}
 
@@ -18,12 +18,26 @@ greatest(
 {%- endmacro %}
 
 {% macro days_between(from_ts, to_ts) -%}
-(epoch({{ to_ts }}) - epoch({{ from_ts }})) / 86400.0
+({{ epoch_seconds(to_ts) }} - {{ epoch_seconds(from_ts) }}) / 86400.0
 {%- endmacro %}
 
 {#- Fold a list of gaps (days between consecutive reinforcing events, starting from creation)
     into a strength: decay over each gap, then reinforce. Start at 1.0. -#}
 {% macro fold_strength(gaps_list_expr, rate=none, floor=none, step=none) -%}
+  {{ return(adapter.dispatch('fold_strength')(gaps_list_expr, rate, floor, step)) }}
+{%- endmacro %}
+
+{#- PostgreSQL: the same fold as a plpgsql loop (created by prepare_target, macros/dialect.sql). -#}
+{% macro postgres__fold_strength(gaps_list_expr, rate=none, floor=none, step=none) -%}
+{{ target.schema }}.fold_strength_gaps(
+    {{ gaps_list_expr }},
+    {{ rate if rate is not none else var('decay_rate_per_day') }},
+    {{ floor if floor is not none else var('strength_floor') }},
+    {{ step if step is not none else var('reinforce_step') }}
+)
+{%- endmacro %}
+
+{% macro duckdb__fold_strength(gaps_list_expr, rate=none, floor=none, step=none) -%}
 list_reduce(
     {{ gaps_list_expr }},
     lambda s, gap: {{ reinforce_strength(decay_strength('s', 'gap', rate, floor), step, floor) }},

@@ -10,6 +10,7 @@
 
 from ._errors import (
     AgentMemoryError,
+    BackendUnavailable,
     BuildFailed,
     DimensionMismatch,
     InvalidInput,
@@ -19,18 +20,26 @@ from ._errors import (
     UnknownEmbeddingModel,
 )
 from ._forget import ForgetReport
+from ._pg import LocalPostgres, PgConnection
+from ._pg_store import PgMemoryStore
 from ._prompt import format_prompt
 from ._serving import RecalledMemory
 from ._store import BuildResult, IngestReport, MemoryStore
+from ._targets import open_store
 
 __all__ = [
     "MemoryStore",
+    "PgMemoryStore",
+    "open_store",
+    "PgConnection",
+    "LocalPostgres",
     "RecalledMemory",
     "IngestReport",
     "BuildResult",
     "ForgetReport",
     "format_prompt",
     "AgentMemoryError",
+    "BackendUnavailable",
     "BuildFailed",
     "DimensionMismatch",
     "InvalidInput",

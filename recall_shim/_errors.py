@@ -37,3 +37,7 @@ class BuildFailed(AgentMemoryError):
     def __init__(self, message: str, output: str = "") -> None:
         super().__init__(message)
         self.output = output
+
+
+class BackendUnavailable(AgentMemoryError):
+    """The PostgreSQL backend cannot be used: a package is missing or the server cannot start."""

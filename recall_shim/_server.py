@@ -254,6 +254,6 @@ def serve(db: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: int 
         print(f"agent-memory serve: listening on {host}, not loopback: the API has no authentication; "
               "put it behind your own proxy", file=sys.stderr)
     service = MemoryService(db)
-    print(f"agent-memory: serving {service.store.paths.db} on http://{host}:{port} "
+    print(f"agent-memory: serving {service.location} on http://{host}:{port} "
           f"(OpenAPI at /openapi.json)", file=sys.stderr, flush=True)
     uvicorn.run(create_app(service), host=host, port=port, log_level=log_level)

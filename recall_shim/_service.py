@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ._errors import AgentMemoryError, InvalidInput, InvalidQuery, StoreNotBuilt
 from ._serving import RecalledMemory
-from ._store import MemoryStore
+from ._targets import open_store
 
 MAX_INGEST_ROWS = 10_000
 MAX_QUERIES = 32
@@ -45,10 +45,11 @@ def _jsonable(value: Any) -> Any:
 
 
 class MemoryService:
-    """One store, shared by every request of a server process (thread-safe)."""
+    """One store, shared by every request of a server process (thread-safe). The store is the
+    DuckDB file ``db`` or, with AGENT_MEMORY_TARGET=postgres, the PostgreSQL store (open_store)."""
 
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
-        self.store = MemoryStore(db)
+        self.store = open_store(db)
         # One DuckDB connection to the snapshot and one embedding model: recalls take turns.
         self._read_lock = threading.Lock()
         self._build_lock = threading.Lock()
@@ -70,12 +71,18 @@ class MemoryService:
             self.store.close()
 
     @property
+    def location(self) -> str:
+        """The DuckDB file, or the PostgreSQL store as a URL without password."""
+        paths = getattr(self.store, "paths", None)
+        return str(paths.db) if paths is not None else str(getattr(self.store, "location", ""))
+
+    @property
     def can_forget(self) -> bool:
         return callable(getattr(self.store, "forget", None))
 
     # --- operations ------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": "ok", "db": str(self.store.paths.db), "ready": False,
+        out: dict[str, Any] = {"status": "ok", "db": self.location, "ready": False,
                                "snapshot": None, "forget": self.can_forget}
         with self._read_lock:
             try:

@@ -1,21 +1,24 @@
-"""``agent-memory``: a thin command line over :class:`recall_shim.MemoryStore`."""
+"""``agent-memory``: a thin command line over :class:`recall_shim.MemoryStore` (or, with
+``--target postgres``, :class:`recall_shim.PgMemoryStore`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from ._errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
-from ._store import DEFAULT_DB_ENV, MemoryStore, project_dir
+from ._store import DEFAULT_DB_ENV, project_dir
+from ._targets import TARGET_ENV, AnyStore, open_store
 
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
 
 
-def _store(args: argparse.Namespace) -> MemoryStore:
-    return MemoryStore(args.db)
+def _store(args: argparse.Namespace) -> AnyStore:
+    return open_store(args.db)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -42,6 +45,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     res = _store(args).build(full_refresh=args.full_refresh, vars=vars_, select=args.select)
     if args.verbose:
         print(res.output)
+    if getattr(res, "snapshot", None) is None and os.environ.get(TARGET_ENV) == "postgres":
+        print(f"built in {res.seconds:.1f}s on postgres (recall reads the live tables)")
+        return 0
     print(f"built in {res.seconds:.1f}s; serving snapshot: {res.snapshot or '(not published)'}")
     return 0
 
@@ -56,7 +62,7 @@ def _print_results(results: Sequence[Any], as_json: bool) -> None:
         print(f"{m.rank:>2}. [{m.kind}] {m.content}  (sim {m.similarity:.3f}, strength {m.strength:.3f}, score {m.score:.3f})")
 
 
-def _batch(store: MemoryStore, path: str, defaults: dict[str, Any]) -> int:
+def _batch(store: AnyStore, path: str, defaults: dict[str, Any]) -> int:
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
     failures = 0
     with fh:
@@ -219,6 +225,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ._report import write_report
 
+    if os.environ.get(TARGET_ENV) == "postgres":
+        raise InvalidInput("report reads a DuckDB store; it is not available on the postgres target")
     path = write_report(args.db if args.db is not None else _store(args).paths.db, args.out)
     print(f"report written to {path}")
     return 0
@@ -228,7 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, metavar="PATH",
                         help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: data/agent_memory.duckdb in the project)")
-    p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt + DuckDB).",
+    common.add_argument("--target", default=argparse.SUPPRESS, choices=["duckdb", "postgres"],
+                        help=f"duckdb (default) or postgres: PostgreSQL + pgvector named by the AGENT_MEMORY_PG_* "
+                             f"variables (env {TARGET_ENV}; docs/scaling_out.md)")
+    p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt on DuckDB, or PostgreSQL + pgvector with --target postgres).",
                                 parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -338,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "target", None):  # the servers (serve, mcp) open their store from the environment too
+        os.environ[TARGET_ENV] = args.target
     try:
         return int(args.func(args))
     except BuildFailed as exc:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run every check: SQL lint (sqlfluff), the full dbt build (models + data tests +
-# unit tests) on a scratch store, and the pytest suite (real dbt builds on temporary stores).
+# unit tests) on a scratch store, and the pytest suite (real dbt builds on temporary stores, on
+# DuckDB and on a throwaway PostgreSQL + pgvector server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,7 +14,9 @@ echo "== dbt build on a scratch store with the demo log"
 AGENT_MEMORY_DB="$scratch/ci.duckdb" .venv/bin/agent-memory ingest demo/session_log.jsonl --db "$scratch/ci.duckdb"
 AGENT_MEMORY_DB="$scratch/ci.duckdb" DBT_TARGET_PATH="$scratch/target" DBT_LOG_PATH="$scratch/logs" \
   .venv/bin/dbt build --project-dir . --profiles-dir .
-echo "== pytest"
+echo "== pytest (DuckDB suite; tests_py/test_postgres.py runs the PostgreSQL + pgvector suite on a"
+echo "   server it starts from the pgserver wheel and stops afterwards: required here, not skipped)"
+export AGENT_MEMORY_REQUIRE_POSTGRES=${AGENT_MEMORY_REQUIRE_POSTGRES:-1}
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

@@ -14,7 +14,7 @@
         memory_id,
         user_id,
         kind,
-        round(strength, 3) as strength,
+        {{ round_places('strength', 3) }} as strength,
         access_count,
         last_accessed,
         strength_as_of

@@ -1,4 +1,5 @@
-"""Recall latency at scale: ``python -m benchmarks.recall_speed [--sizes 100000,1000000] [--dim 1536] [--quick]``.
+"""Recall latency at scale: ``python -m benchmarks.recall_speed [--sizes 100000,1000000] [--dim 1536] [--quick]
+[--target postgres]``.
 
 For each store size it writes a synthetic serving snapshot (benchmarks/recall_speed/synth.py),
 builds its serving index the way ``MemoryStore.build`` does, and measures, in one run, one query
@@ -318,17 +319,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--incremental", type=int, default=0,
                     help="also time the index update after this many new memories (e.g. 10000)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--target", choices=["duckdb", "postgres"], default="duckdb",
+                    help="postgres: the same store in PostgreSQL + pgvector (benchmarks/recall_speed/pg.py)")
     a = ap.parse_args(argv)
     if a.quick:
         a.sizes, a.queries, a.slow_queries = "50000", 50, 5
     work = Path(a.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    results = [run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim, a.incremental)
-               for n in a.sizes.split(",")]
+    if a.target == "postgres":
+        from . import pg
+
+        results = [pg.run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim) for n in a.sizes.split(",")]
+        render = pg.table
+    else:
+        results = [run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim, a.incremental)
+                   for n in a.sizes.split(",")]
+        render = table
     print()
     for r in results:
-        print(table(r))
+        print(render(r))
         print()
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))

@@ -12,7 +12,7 @@ with new_messages as (
 messages as (
     select *
     from new_messages
-    where len({{ tokenize('content') }}) >= {{ var('episode_min_terms') }}
+    where {{ list_length(tokenize('content')) }} >= {{ var('episode_min_terms') }}
 )
 
 select

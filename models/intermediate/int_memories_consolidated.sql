@@ -18,7 +18,7 @@
 {%- set run_ts = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" -%}
 {%- set hook_ts = "'" ~ "{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}" ~ "'::timestamp" -%}
 {{ config(
-    materialized='incremental',
+    materialized=incremental_materialization(),
     incremental_strategy='delete+insert',
     unique_key='memory_id',
     post_hook=["
@@ -88,7 +88,7 @@ near_new as materialized (
                 and n.kind = o.kind
                 and n.kind != 'episode'
                 and n.candidate_id != o.candidate_id
-                and array_cosine_similarity(n.embedding, o.embedding) >= {{ var('consolidation_min_sim') }}
+                and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ var('consolidation_min_sim') }}
         where n.is_new
     {%- else -%}
         -- a full build recomputes every user (near_pairs)
@@ -129,7 +129,7 @@ near_pairs as (
             and later.kind = earlier.kind
             and later.kind != 'episode'
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
-            and array_cosine_similarity(later.embedding, earlier.embedding) >= {{ var('consolidation_min_sim') }}
+            and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ var('consolidation_min_sim') }}
     where later.user_id in (select fu.user_id from full_users as fu)
     union all
     -- other users: only new candidates pick (existing ones keep their memory)
@@ -175,16 +175,16 @@ merged as (
         memory_id,
         any_value(user_id) as user_id,
         any_value(kind) as kind,
-        any_value(slot order by last_mentioned_at desc) as slot,
+        {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
         any_value(content) filter (where candidate_id = memory_id) as content,
         any_value(embedding) filter (where candidate_id = memory_id) as embedding,
         any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
         min(created_at) as created_at,
         max(last_mentioned_at) as last_mentioned_at,
-        list_sort(list_distinct(flatten(list(source_message_ids)))) as source_message_ids,
-        list_sort(flatten(list(mentioned_at))) as mentioned_at,
+        {{ flatten_agg('source_message_ids', distinct=true) }} as source_message_ids,
+        {{ flatten_agg('mentioned_at') }} as mentioned_at,
         count(*) as merged_candidates,
-        list(candidate_id order by candidate_id) as candidate_ids,
+        {{ list_agg('candidate_id', 'candidate_id') }} as candidate_ids,
         bool_or(is_changed) as has_changed_candidate
     from assigned
     group by memory_id
@@ -213,7 +213,7 @@ select
     s.embedding_form,
     s.created_at,
     s.last_mentioned_at,
-    len(s.mentioned_at) as mention_count,
+    {{ list_length('s.mentioned_at') }} as mention_count,
     s.source_message_ids,
     s.mentioned_at,
     s.merged_candidates,

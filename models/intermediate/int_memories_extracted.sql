@@ -38,7 +38,15 @@ matched as (
             partition by s.message_id, s.sentence, r.kind order by r.priority, r.rule_id
         ) as rule_rank
     from sentences as s
-    inner join rules as r on regexp_full_match(s.sentence, r.pattern)
+    inner join rules as r on {{ regexp_full_match('s.sentence', 'r.pattern') }}
+),
+
+best_rule as (
+    select
+        *,
+        row_number() over (partition by message_id, kind, content order by rule_id) as content_rank
+    from matched
+    where rule_rank = 1
 )
 
 select
@@ -51,6 +59,5 @@ select
     content,
     message_at,
     loaded_at
-from matched
-where rule_rank = 1
-qualify row_number() over (partition by message_id, kind, content order by rule_id) = 1
+from best_rule
+where content_rank = 1

@@ -7,15 +7,21 @@
     row; reordered marks a row whose created_at moved earlier in that run (consolidation then
     recomputes the user). Owners of memories forgotten since the last run are rebuilt from all
     their extractions (forget removed their candidates, docs/data_protection.md). -#}
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='candidate_id') }}
+{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='candidate_id') }}
 -- depends_on: {{ ref('stg_forget_requests') }}
 
 with extractions as (
-    select * from {{ ref('int_memories_extracted') }}
-    union all by name
-    select * from {{ ref('int_memories_llm_extracted') }}
-    union all by name
-    select * from {{ ref('int_episodes_extracted') }}
+    select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+    from {{ ref('int_memories_extracted') }}
+    union all
+    -- LLM extraction (a dbt Python model) runs on the DuckDB target only
+    {% if target.type == 'duckdb' %}
+        select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+        from {{ ref('int_memories_llm_extracted') }}
+        union all
+    {% endif %}
+    select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+    from {{ ref('int_episodes_extracted') }}
 ),
 
 {% if is_incremental() %}
@@ -51,13 +57,13 @@ fresh as (
         'mem_' || md5(concat_ws('|', user_id, kind, normalised_content)) as candidate_id,
         user_id,
         kind,
-        any_value(slot order by message_at desc) as slot,
-        arg_min(content, message_at) as content,
+        {{ first_agg('slot', 'message_at desc') }} as slot,
+        {{ arg_min_agg('content', 'message_at') }} as content,
         {{ embedding_form_for_kind('kind') }} as embedding_form,
         min(message_at) as created_at,
         max(message_at) as last_mentioned_at,
-        list(distinct message_id order by message_id) as source_message_ids,
-        list(message_at order by message_at) as mentioned_at
+        {{ list_agg('message_id', 'message_id', distinct=true) }} as source_message_ids,
+        {{ list_agg('message_at', 'message_at') }} as mentioned_at
     from normalised
     group by user_id, kind, normalised_content
 )

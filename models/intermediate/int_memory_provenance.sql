@@ -1,7 +1,7 @@
 {#- One row per memory: the sessions and agents its source messages came from, for recall's
     optional narrower scopes (agent_id, session_id). Incremental (delete+insert on memory_id):
     only memories int_memories_consolidated wrote since the last run (consolidated_at). -#}
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='memory_id') }}
+{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='memory_id') }}
 
 with sources as (
     select
@@ -17,12 +17,12 @@ with sources as (
 select
     s.memory_id,
     coalesce(
-        list(distinct m.session_id order by m.session_id) filter (where m.session_id is not null),
-        []::varchar[]
+        {{ list_agg('m.session_id', 'm.session_id', distinct=true) }} filter (where m.session_id is not null),
+        {{ text_list_literal('') }}
     ) as session_ids,
     coalesce(
-        list(distinct m.agent_id order by m.agent_id) filter (where m.agent_id is not null),
-        []::varchar[]
+        {{ list_agg('m.agent_id', 'm.agent_id', distinct=true) }} filter (where m.agent_id is not null),
+        {{ text_list_literal('') }}
     ) as agent_ids,
     max(s.consolidated_at) as consolidated_at
 from sources as s

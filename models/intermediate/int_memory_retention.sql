@@ -37,8 +37,8 @@ select
         'keep'
     {%- else -%}
     case
-        when list_contains([{{ sql_string_list(var('retention_kinds')) }}]::varchar[], kind)
-            and last_active_at < strength_as_of - to_days({{ days | int }})
+        when {{ list_has(text_list_literal(sql_string_list(var('retention_kinds'))), 'kind') }}
+            and last_active_at < strength_as_of - {{ days_interval(days | int) }}
             and strength <= {{ var('strength_floor') }} + 1e-9
         then '{{ action }}'
         else 'keep'

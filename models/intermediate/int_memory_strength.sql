@@ -48,7 +48,7 @@ gaps as (
 folded as (
     select
         memory_id,
-        {{ fold_strength('list(gap_days order by event_at)') }} as strength_at_last_event,
+        {{ fold_strength(list_agg('gap_days', 'event_at')) }} as strength_at_last_event,
         max(event_at) as last_event_at,
         max(event_at) filter (where is_access) as last_accessed,
         count(*) filter (where is_access) as access_count

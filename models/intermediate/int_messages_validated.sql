@@ -3,7 +3,7 @@
     types only the rows it loaded. A message_id is a duplicate when an earlier build already
     accepted it, or when an earlier-landed row of the same build has it (so the first LOADED
     row wins; rows of one build are ordered by landed_at). -#}
-{{ config(materialized='incremental', incremental_strategy='append') }}
+{{ config(materialized=incremental_materialization(), incremental_strategy='append') }}
 
 with landed as (
     select * from {{ ref('session_log') }}
@@ -18,16 +18,16 @@ typed as (
         user_id,
         nullif(trim(session_id), '') as session_id,
         nullif(trim(agent_id), '') as agent_id,
-        try_cast(msg_seq as bigint) as msg_seq,
+        {{ try_cast_text('msg_seq', 'bigint') }} as msg_seq,
         lower(trim(role)) as role,
         content,
         is_invalid_utf8,
-        try_cast(ts as timestamptz) at time zone 'UTC' as message_at,
+        {{ try_cast_text('ts', 'timestamptz') }} at time zone 'UTC' as message_at,
         coalesce(
             nullif(trim(message_id), ''),
             'm_' || md5(concat_ws('|', user_id, session_id, msg_seq, ts, content))
         ) as message_id,
-        try_cast(landed_at as timestamptz) at time zone 'UTC' as landed_at,
+        {{ try_cast_text('landed_at', 'timestamptz') }} at time zone 'UTC' as landed_at,
         ts as ts_raw,
         msg_seq as msg_seq_raw,
         landing_file,
@@ -39,20 +39,20 @@ checked as (
     select
         *,
         case
-            when user_id is null or regexp_full_match(user_id, '[\s\pZ]*') then 'null_user'
-            when regexp_matches(user_id, '^[\s\pZ]|[\s\pZ]$|[\x00-\x1f\x7f-\x9f]')
+            when user_id is null or {{ regexp_full_match('user_id', "'[\\s\\pZ]*'") }} then 'null_user'
+            when {{ regexp_search('user_id', "'^[\\s\\pZ]|[\\s\\pZ]$|[\\x00-\\x1f\\x7f-\\x9f]'") }}
                 or length(user_id) > {{ var('max_user_id_chars') }} then 'invalid_user_id'
             when session_id is null then 'null_session'
             when is_invalid_utf8 then 'invalid_utf8'
-            when content is null or regexp_full_match(content, '[\s\pZ]*') then 'empty_content'
+            when content is null or {{ regexp_full_match('content', "'[\\s\\pZ]*'") }} then 'empty_content'
             when length(content) > {{ var('max_content_chars') }} then 'content_too_long'
-            when regexp_matches(content, '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]') then 'control_characters'
+            when {{ regexp_search('content', "'[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]'") }} then 'control_characters'
             when role is null or role not in ({{ sql_string_list(var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null or not isfinite(message_at)
                 or message_at < '0001-01-01'::timestamp then 'invalid_timestamp'
             when message_at > coalesce(landed_at, message_at)
-                + to_minutes({{ var('max_future_skew_minutes') }}::bigint) then 'future_timestamp'
+                + {{ minutes_interval(var('max_future_skew_minutes')) }} then 'future_timestamp'
         end as row_reject_reason
     from typed
 ),
@@ -80,7 +80,21 @@ seen_before as (
 )
 
 select
-    * exclude (row_reject_reason, id_occurrence),
+    landing_id,
+    user_id,
+    session_id,
+    agent_id,
+    msg_seq,
+    role,
+    content,
+    is_invalid_utf8,
+    message_at,
+    message_id,
+    landed_at,
+    ts_raw,
+    msg_seq_raw,
+    landing_file,
+    loaded_at,
     coalesce(
         row_reject_reason,
         case

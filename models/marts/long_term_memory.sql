@@ -6,7 +6,7 @@
     delete of the memories that are gone or no longer kept, and an update of every row's
     strength columns from int_memory_strength (decay moves every strength every day). -#}
 {{ config(
-    materialized='incremental',
+    materialized=incremental_materialization(),
     incremental_strategy='delete+insert',
     unique_key='memory_id',
     post_hook=[
@@ -49,7 +49,7 @@ select
     m.valid_to,
     s.strength_as_of,
     m.embedding_form,
-    m.kind = 'episode' and regexp_matches(m.content, '[?？]\s*$') as is_question,
+    m.kind = 'episode' and {{ regexp_search('m.content', "'[?？]\\s*$'") }} as is_question,
     '{{ var("embedding_model") }}' as embedding_model,
     p.session_ids,
     p.agent_ids,

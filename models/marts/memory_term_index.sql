@@ -5,7 +5,7 @@
     missing here; the post-hook deletes the rows of memories that are no longer current (superseded,
     archived or dropped by retention, gone). -#}
 {{ config(
-    materialized='incremental',
+    materialized=incremental_materialization(),
     incremental_strategy='delete+insert',
     unique_key='memory_id',
     post_hook=[
@@ -47,7 +47,7 @@ per_term as (
         user_id,
         consolidated_at,
         unnest(terms) as term,
-        len(terms) as doc_len
+        {{ list_length('terms') }} as doc_len
     from tokens
 )
 

@@ -5,6 +5,6 @@ select
     {{ var('recall_index_min_rows') }}::bigint as min_rows,
     {{ var('recall_index_nprobe') }}::bigint as nprobe,
     {{ var('recall_index_candidates') }}::bigint as candidates,
-    {{ var('recall_index_max_share') }}::double as max_share,
-    {{ var('recall_index_lists_per_sqrt') }}::double as lists_per_sqrt,
-    {{ var('recall_index_retrain_growth') }}::double as retrain_growth
+    {{ var('recall_index_max_share') }}::{{ double_type() }} as max_share,
+    {{ var('recall_index_lists_per_sqrt') }}::{{ double_type() }} as lists_per_sqrt,
+    {{ var('recall_index_retrain_growth') }}::{{ double_type() }} as retrain_growth

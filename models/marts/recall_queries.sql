@@ -16,7 +16,7 @@
 {%- for w in var('lexical_stopwords') -%}
     {%- do quoted.append("'" ~ (w | replace("'", "''")) ~ "'") -%}
 {%- endfor -%}
-{%- set stopwords_sql = '[' ~ (quoted | join(', ')) ~ ']' -%}
+{%- set stopwords_sql = 'array[' ~ (quoted | join(', ')) ~ ']' -%}
 
 {% for name, sql_text, parameters in statements %}
     select
@@ -24,20 +24,20 @@
         '{{ sql_text | replace("'", "''") }}' as sql_text,
         '{{ parameters }}' as parameters,
         '{{ var("fusion_method") }}' as fusion_method,
-        {{ var('strength_weight') }}::double as strength_weight,
-        {{ var('question_episode_weight') }}::double as question_episode_weight,
-        {{ var('fusion_vector_weight') }}::double as fusion_vector_weight,
-        {{ var('lexical_saturation') }}::double as lexical_saturation,
-        {{ var('fusion_rrf_k') }}::double as fusion_rrf_k,
+        {{ var('strength_weight') }}::{{ double_type() }} as strength_weight,
+        {{ var('question_episode_weight') }}::{{ double_type() }} as question_episode_weight,
+        {{ var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
+        {{ var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
+        {{ var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
         {{ var('recall_episodes_by_default') }} as recall_episodes_by_default,
-        {{ var('lexical_k1') }}::double as lexical_k1,
-        {{ var('lexical_b') }}::double as lexical_b,
+        {{ var('lexical_k1') }}::{{ double_type() }} as lexical_k1,
+        {{ var('lexical_b') }}::{{ double_type() }} as lexical_b,
         {{ stopwords_sql }}::varchar[] as lexical_stopwords,
         '{{ var("embedding_model") }}' as embedding_model,
         {{ var('embedding_dim') }} as embedding_dim,
         '{{ var("embedding_query_form") }}' as embedding_query_form,
         {{ var('recall_top_k') }} as default_top_k,
-        {{ var('recall_min_sim') }}::double as default_min_sim,
+        {{ var('recall_min_sim') }}::{{ double_type() }} as default_min_sim,
         {{ var('recall_max_top_k') }} as max_top_k,
         {{ var('recall_max_query_chars') }} as max_query_chars,
         {{ as_of_timestamp() }} as built_at

@@ -1,11 +1,12 @@
 {#- The raw session log: every row any writer landed, exactly as it landed (all text), loaded
-    incrementally from the immutable landing files. Nothing is judged here; only rows of a
-    forgotten user (stg_forget_requests) are never loaded. -#}
+    incrementally from the immutable landing files (PostgreSQL: the landing table, see the
+    landing_rows macro). Nothing is judged here; only rows of a forgotten user
+    (stg_forget_requests) are never loaded. -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with landed as (
     select *
-    from {{ read_landing('messages', {
+    from {{ landing_rows('messages', {
         'landing_id': 'VARCHAR',
         'user_id': 'VARCHAR',
         'session_id': 'VARCHAR',
@@ -17,7 +18,7 @@ with landed as (
         'ts': 'VARCHAR',
         'message_id': 'VARCHAR',
         'landed_at': 'VARCHAR',
-    }, new_landing_files('messages', this) if is_incremental() else none) }}
+    }, this if is_incremental() else none) }}
 ),
 
 renamed as (
@@ -34,14 +35,29 @@ renamed as (
         message_id,
         landed_at,
         _landing_file as landing_file,
-        '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at
+        '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at,
+        row_number() over (partition by landing_id order by _landing_file) as landing_copy
     from landed
     where landing_id is not null
         and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
-    qualify row_number() over (partition by landing_id order by _landing_file) = 1
 )
 
-select * from renamed
+select
+    landing_id,
+    user_id,
+    session_id,
+    agent_id,
+    msg_seq,
+    role,
+    content,
+    is_invalid_utf8,
+    ts,
+    message_id,
+    landed_at,
+    landing_file,
+    loaded_at
+from renamed
+where landing_copy = 1
 {% if is_incremental() %}
-where landing_id not in (select landing_id from {{ this }})
+    and landing_id not in (select landing_id from {{ this }})
 {% endif %}

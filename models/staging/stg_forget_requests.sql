@@ -4,7 +4,7 @@
     consolidation read this so that forgotten data never comes back, not even on --full-refresh. -#}
 with landed as (
     select *
-    from {{ read_landing('forget', {
+    from {{ landing_rows('forget', {
         'tombstone_id': 'VARCHAR',
         'scope': 'VARCHAR',
         'user_id': 'VARCHAR',
@@ -19,10 +19,17 @@ renamed as (
         scope,
         user_id,
         memory_id,
-        try_cast(forgotten_at as timestamp) as forgotten_at
+        {{ try_cast_text('forgotten_at', 'timestamp') }} as forgotten_at,
+        row_number() over (partition by tombstone_id order by _landing_file) as landing_copy
     from landed
     where tombstone_id is not null
-    qualify row_number() over (partition by tombstone_id order by _landing_file) = 1
 )
 
-select * from renamed
+select
+    tombstone_id,
+    scope,
+    user_id,
+    memory_id,
+    forgotten_at
+from renamed
+where landing_copy = 1

@@ -3,13 +3,13 @@
 
 with landed as (
     select *
-    from {{ read_landing('access', {
+    from {{ landing_rows('access', {
         'event_id': 'VARCHAR',
         'memory_id': 'VARCHAR',
         'user_id': 'VARCHAR',
         'query_id': 'VARCHAR',
         'accessed_at': 'VARCHAR',
-    }, new_landing_files('access', this) if is_incremental() else none) }}
+    }, this if is_incremental() else none) }}
 ),
 
 renamed as (
@@ -18,16 +18,24 @@ renamed as (
         memory_id,
         user_id,
         query_id,
-        try_cast(accessed_at as timestamptz) at time zone 'UTC' as accessed_at,
-        _landing_file as landing_file
+        {{ try_cast_text('accessed_at', 'timestamptz') }} at time zone 'UTC' as accessed_at,
+        _landing_file as landing_file,
+        row_number() over (partition by event_id order by _landing_file) as landing_copy
     from landed
     where event_id is not null and memory_id is not null
         and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
         and not {{ is_forgotten_memory('landed.memory_id') }}
-    qualify row_number() over (partition by event_id order by _landing_file) = 1
 )
 
-select * from renamed
+select
+    event_id,
+    memory_id,
+    user_id,
+    query_id,
+    accessed_at,
+    landing_file
+from renamed
+where landing_copy = 1
 {% if is_incremental() %}
-where event_id not in (select event_id from {{ this }})
+    and event_id not in (select event_id from {{ this }})
 {% endif %}

@@ -2,5 +2,5 @@
 {% test list_not_empty(model, column_name) %}
 select *
 from {{ model }}
-where {{ column_name }} is null or len({{ column_name }}) = 0
+where {{ column_name }} is null or {{ list_length(column_name) }} = 0
 {% endtest %}

@@ -20,10 +20,10 @@ select
     a.kind,
     a.memory_id as memory_a,
     b.memory_id as memory_b,
-    array_cosine_similarity(a.embedding, b.embedding) as similarity
+    {{ vector_cosine('a.embedding', 'b.embedding') }} as similarity
 from latest as a
 inner join memories as b
     on a.user_id = b.user_id
         and a.kind = b.kind
         and a.memory_id != b.memory_id
-where array_cosine_similarity(a.embedding, b.embedding) >= {{ var('consolidation_min_sim') }}
+where {{ vector_cosine('a.embedding', 'b.embedding') }} >= {{ var('consolidation_min_sim') }}

@@ -32,12 +32,12 @@ with checks as (
     union all
     select
         'fold: access after 2 days, none before' as check_name,
-        {{ fold_strength('[2.0]', 0.95, 0.3, 0.05) }} as actual,
+        {{ fold_strength(double_list_literal('2.0'), 0.95, 0.3, 0.05) }} as actual,
         pow(0.95, 2) * 0.95 + 0.05 as expected
     union all
     select
         'fold: no events stays 1.0' as check_name,
-        {{ fold_strength('[]::double[]', 0.95, 0.3, 0.05) }} as actual,
+        {{ fold_strength(double_list_literal(''), 0.95, 0.3, 0.05) }} as actual,
         1.0 as expected
 )
 

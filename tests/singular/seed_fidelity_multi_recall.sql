@@ -7,11 +7,11 @@ with seed_memories as (
 ),
 
 intents as (
-    select 1 as intent_id, '喜欢什么输出方式' as intent, [0.85, 0.15, 0.20, 0.05]::float[4] as embedding
+    select 1 as intent_id, '喜欢什么输出方式' as intent, {{ vector_literal('0.85, 0.15, 0.20, 0.05', 4) }} as embedding
     union all
-    select 2 as intent_id, '做过什么数据分析' as intent, [0.10, 0.80, 0.30, 0.10]::float[4] as embedding
+    select 2 as intent_id, '做过什么数据分析' as intent, {{ vector_literal('0.10, 0.80, 0.30, 0.10', 4) }} as embedding
     union all
-    select 3 as intent_id, '熟悉什么部署工具' as intent, [0.20, 0.10, 0.90, 0.00]::float[4] as embedding
+    select 3 as intent_id, '熟悉什么部署工具' as intent, {{ vector_literal('0.20, 0.10, 0.90, 0.00', 4) }} as embedding
 ),
 
 results as (

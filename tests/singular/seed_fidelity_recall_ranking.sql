@@ -10,7 +10,7 @@ with seed_memories as (
 results as (
     {{ recall_sql(
         memories='seed_memories',
-        queries='select 1 as intent_id, [0.85, 0.15, 0.20, 0.05]::float[4] as embedding',
+        queries='select 1 as intent_id, ' ~ vector_literal('0.85, 0.15, 0.20, 0.05', 4) ~ ' as embedding',
         user_id="'demo'",
         top_k=3,
         min_sim=-1,
@@ -36,5 +36,5 @@ select
 from expected
 full outer join results using (rank)
 where expected.kind is distinct from results.kind
-    or abs(round(results.similarity, 3) - expected.similarity) > 0.0005
+    or abs({{ round_places('results.similarity', 3) }} - expected.similarity) > 0.0005
     or results.similarity is null

@@ -1,7 +1,7 @@
 {#- Every current memory whose content has at least one term is in the term index, and no
     superseded memory is. Returns the memories that break this. -#}
 with current_memories as (
-    select memory_id, len({{ tokenize('content') }}) as n_terms, valid_to
+    select memory_id, {{ list_length(tokenize('content')) }} as n_terms, valid_to
     from {{ ref('long_term_memory') }}
 ),
 

@@ -1,0 +1,66 @@
+"""The HNSW path of PgMemoryStore (recall_shim/_pg_ann.py) returns the exact statement's top-k:
+a few thousand synthetic memories (benchmarks/recall_speed/synth.py) in a real PostgreSQL +
+pgvector, the real compiled statement (dbt run --target postgres, fusion vector)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import pytest
+
+from benchmarks.recall_speed import pg as bench_pg
+from benchmarks.recall_speed.synth import BIG_USER, SynthSpec, compiled_recall_queries, queries, write_snapshot
+from recall_shim import BackendUnavailable, LocalPostgres, PgMemoryStore
+
+
+@pytest.fixture(scope="module")
+def ann_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    work = tmp_path_factory.mktemp("pg_ann")
+    server = LocalPostgres(work / "data", schema=bench_pg.SCHEMA)
+    try:
+        conn = server.start()
+    except BackendUnavailable as exc:
+        if os.environ.get("AGENT_MEMORY_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here but could not start: {exc}")
+        pytest.skip(f"PostgreSQL with pgvector could not be started: {exc}")
+    try:
+        spec = SynthSpec(4000, 384)
+        snap = write_snapshot(spec, work / "serving", compiled_recall_queries(384, work))
+        bench_pg._dbt_compiled(conn, 384, work, {"recall_index_min_rows": 1000, "recall_index_candidates": 16})
+        bench_pg._load(conn, spec, snap)
+        yield PgMemoryStore(conn, work_dir=work / "pg-work"), queries(spec, 40)
+    finally:
+        server.stop()
+
+
+def test_hnsw_path_matches_the_exact_statement(ann_store: tuple[Any, Any]) -> None:
+    store, qs = ann_store
+    compared = 0
+    for i, q in enumerate(qs):
+        kinds = [["fact"], None][i % 2]
+        for k, min_sim in ((10, 0.5), (3, 0.0)):
+            fast = store.recall(q, user_id=BIG_USER, top_k=k, min_sim=min_sim, kinds=kinds, record_access=False)
+            exact = _exact(store, q, k, min_sim, kinds)  # the compiled statement (exact)
+            assert [m.memory_id for m in fast] == [m.memory_id for m in exact]
+            for a, b in zip(fast, exact):
+                assert a.score == pytest.approx(b.score, abs=1e-6) and a.similarity == pytest.approx(b.similarity, abs=1e-6)
+            compared += 1
+    assert compared == 80 and store._ann.used + store._ann.fallbacks == 80 and store._ann.used > 60
+    # a small user (below recall_index_min_rows) is answered by the statement
+    used = store._ann.used
+    small = store.recall(qs[0], user_id="user001", top_k=3, min_sim=0.0, record_access=False)
+    assert store._ann.used == used and [m.memory_id for m in small] == [
+        m.memory_id for m in _exact(store, qs[0], 3, 0.0, None, user="user001")]
+
+
+def _exact(store: Any, q: Any, k: int, min_sim: float, kinds: Any, user: str = BIG_USER) -> Any:
+    s = store._reader.settings
+    from recall_shim._pg_store import _text_array_literal, _vector_literal
+
+    rows = store._execute(s.sql_text, [user, _vector_literal([list(map(float, q))]), k, min_sim,
+                                       kinds, _text_array_literal([None]), None, None])
+    from recall_shim import RecalledMemory
+
+    return [RecalledMemory(r[2], r[3], r[4], float(r[5]), float(r[6]), float(r[7]), list(r[8] or []), int(r[1]))
+            for r in rows]
