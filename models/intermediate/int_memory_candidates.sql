@@ -7,7 +7,11 @@
     row; reordered marks a row whose created_at moved earlier in that run (consolidation then
     recomputes the user). Owners of memories forgotten since the last run are rebuilt from all
     their extractions (forget removed their candidates, docs/data_protection.md). -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='candidate_id') }}
+{{ config(
+    materialized=incremental_materialization(),
+    incremental_strategy='delete+insert',
+    unique_key='candidate_id',
+) }}
 -- depends_on: {{ ref('stg_forget_requests') }}
 
 with extractions as (
