@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from ._index import SCAN_CHUNK, TIE_MARGIN, SnapshotIndex, _faiss
+from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss
 from ._terms import Lexicon, TermPostings, tokenize
 
 HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
@@ -55,17 +55,6 @@ class Fusion:
     saturation: float
     rrf_k: float
     episodes_by_default: bool = True
-
-
-@dataclass(frozen=True)
-class HybridHit:
-    row: int
-    memory_id: str
-    kind: str | None
-    similarity: float
-    strength: float
-    score: float
-    lexical_score: float
 
 
 class Unserved(Exception):
@@ -102,7 +91,7 @@ class HybridSearcher:
 
     def search(self, con: duckdb.DuckDBPyConnection, user_id: str, vectors: np.ndarray,
                texts: Sequence[str | None] | None, top_k: int, min_sim: float,
-               kinds: Sequence[str] | None) -> list[list[HybridHit]]:
+               kinds: Sequence[str] | None) -> list[list[Hit]]:
         """Top ``top_k`` per intent, like the compiled statement. Raises Unserved."""
         ix = self.index
         q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
@@ -171,14 +160,14 @@ class HybridSearcher:
         return f.vector_weight * vec + (1 - f.vector_weight) * lexical
 
     def _hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
-              min_sim: float) -> list[HybridHit]:
+              min_sim: float) -> list[Hit]:
         """Rank (unique) rows with exact cosines and scores: threshold, score desc, memory_id."""
         ix = self.index
         ok = np.isfinite(cos) & (cos >= min_sim) & np.isfinite(score)
         r, c, s, lsc = rows[ok], cos[ok], score[ok], ls[ok]
         ids = ix.memory_id[r]
         order = np.lexsort((ids, -s))[:top_k]
-        return [HybridHit(int(r[i]), ids[i].decode(), ix.kinds[ix.kind[r[i]]], float(c[i]), float(ix.strength[r[i]]),
+        return [Hit(int(r[i]), ids[i].decode(), ix.kinds[ix.kind[r[i]]], float(c[i]), float(ix.strength[r[i]]),
                           float(s[i]), float(lsc[i])) for i in order]
 
     def _block_cosines(self, lo: int, hi: int, qn: np.ndarray, mapped: bool) -> np.ndarray:
@@ -195,7 +184,7 @@ class HybridSearcher:
         return out
 
     def _exact(self, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int, min_sim: float,
-               allowed: np.ndarray, mapped: bool) -> list[HybridHit]:
+               allowed: np.ndarray, mapped: bool) -> list[Hit]:
         """The whole block: float32 screening of every scoped memory, float64 re-rank."""
         ix, f = self.index, self.fusion
         approx = self._block_cosines(lo, hi, qn, mapped)
@@ -223,7 +212,7 @@ class HybridSearcher:
         return self._hits(keep, cos, self._relevance(cos, ls[elig], mn, mx) * ix.factor[keep], ls[elig], top_k, min_sim)
 
     def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
-             top_k: int, min_sim: float) -> list[HybridHit]:
+             top_k: int, min_sim: float) -> list[Hit]:
         """rrf over an exactly scanned block: vector ranks over every scoped memory with a vector,
         lexical ranks over every scoped lexical match (with or without a vector)."""
         ix, f = self.index, self.fusion
@@ -244,7 +233,7 @@ class HybridSearcher:
         return self._hits(rows, cos, rel * ix.factor[rows], lex.of(rows), top_k, min_sim)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
-                    min_sim: float, allowed: np.ndarray) -> list[HybridHit]:
+                    min_sim: float, allowed: np.ndarray) -> list[Hit]:
         ix, f = self.index, self.fusion
         faiss = _faiss()
         faiss.omp_set_num_threads(1)

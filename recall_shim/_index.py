@@ -82,6 +82,7 @@ class Hit:
     similarity: float
     strength: float
     score: float
+    lexical_score: float = 0.0  # BM25 of the query text (hybrid fusions); 0 for the vector fusion
 
 
 def index_dir(snapshot: Path) -> Path:

@@ -39,7 +39,7 @@ from ._pg import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing,
                   land_messages, message_values)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings
-from ._store import BuildResult, IngestReport, Query, _scope_id, project_dir
+from ._store import BuildResult, IngestReport, Query, _scope_id, project_dir, recall_arguments
 
 __all__ = ["PgMemoryStore", "BUILD_LOCK_KEY"]
 
@@ -305,23 +305,11 @@ class PgMemoryStore:
                     record_access: bool = True, agent_id: str | None = None,
                     session_id: str | None = None) -> list[list[RecalledMemory]]:
         """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
-        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
-        agent_id = _scope_id(agent_id, "agent_id", required=False)
-        session_id = _scope_id(session_id, "session_id", required=False)
-        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
-            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         s = self._reader.settings
-        k = s.default_top_k if top_k is None else top_k
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= s.max_top_k:
-            raise InvalidQuery(f"top_k must be an integer from 1 to {s.max_top_k}, got {k!r}")
-        ms = s.default_min_sim if min_sim is None else min_sim
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not -1.0 <= float(ms) <= 1.0:
-            raise InvalidQuery(f"min_sim must be a number from -1 to 1, got {ms!r}")
-        if kinds is not None:
-            if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
-                raise InvalidQuery("kinds must be a list of kind names")
-            for x in kinds:
-                _scope_id(x, "kind", required=True)
+        k, ms = recall_arguments(queries, s, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
+                                 agent_id=agent_id, session_id=session_id)
+        if not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         texts = [q if isinstance(q, str) else None for q in queries]
         vectors = self._vectors(queries)
         rows = None

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
 from ._hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
-from ._index import SnapshotIndex, build_index, index_dir
+from ._index import Hit, SnapshotIndex, build_index, index_dir
 from ._terms import build_term_postings
 from ._paths import StorePaths
 
@@ -296,16 +296,8 @@ class SnapshotReader:
     ) -> list[list[RecalledMemory]]:
         """The compiled statement's answer, from the index (see recall_shim/_index.py)."""
         assert self._index is not None
-        index = self._index
-        out: list[list[RecalledMemory]] = []
-        for intent, hits in enumerate(index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k, min_sim, kinds)):
-            group = []
-            for rank, h in enumerate(hits, start=1):
-                content, sources = index.payload_of(h.row)
-                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
-                                            list(sources), rank, intent))
-            out.append(group)
-        return out
+        return _recalled(self._index, self._index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k,
+                                                         min_sim, kinds))
 
     def _run_hybrid(
         self,
@@ -321,12 +313,17 @@ class SnapshotReader:
         index = self._hybrid.index
         found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),
                                     float(min_sim), kinds)
-        out: list[list[RecalledMemory]] = []
-        for intent, hits in enumerate(found):
-            group = []
-            for rank, h in enumerate(hits, start=1):
-                content, sources = index.payload_of(h.row)
-                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
-                                            list(sources), rank, intent, h.lexical_score))
-            out.append(group)
-        return out
+        return _recalled(index, found)
+
+
+def _recalled(index: SnapshotIndex, groups: list[list[Hit]]) -> list[list[RecalledMemory]]:
+    """Index hits (one list per intent, best first) as RecalledMemory rows with their payload."""
+    out: list[list[RecalledMemory]] = []
+    for intent, hits in enumerate(groups):
+        group = []
+        for rank, h in enumerate(hits, start=1):
+            content, sources = index.payload_of(h.row)
+            group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                        list(sources), rank, intent, h.lexical_score))
+        out.append(group)
+    return out

@@ -23,7 +23,7 @@ from ._landing import message_record, read_input_file, utc_now_iso, write_landin
 from ._locks import file_lock
 from ._paths import StorePaths
 from ._prompt import format_prompt
-from ._serving import RecalledMemory, SnapshotReader, prune_snapshots, update_index
+from ._serving import RecalledMemory, RecallSettings, SnapshotReader, prune_snapshots, update_index
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
@@ -48,6 +48,29 @@ def _scope_id(value: Any, name: str, *, required: bool) -> str | None:
     if value != value.strip() or any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in value):
         raise InvalidQuery(f"{name} {value!r} has surrounding whitespace or control characters; no stored row can match it")
     return value
+
+
+def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, top_k: Any, min_sim: Any,
+                     kinds: Any, agent_id: Any, session_id: Any) -> tuple[int, float]:
+    """Check a recall's arguments against a store's settings (shared by every store type):
+    returns (top_k, min_sim) with the defaults applied, or raises InvalidQuery."""
+    _scope_id(user_id, "user_id", required=True)
+    _scope_id(agent_id, "agent_id", required=False)
+    _scope_id(session_id, "session_id", required=False)
+    if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence):
+        raise InvalidQuery("queries must be a list of query texts or vectors")
+    k = settings.default_top_k if top_k is None else top_k
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= settings.max_top_k:
+        raise InvalidQuery(f"top_k must be an integer from 1 to {settings.max_top_k}, got {k!r}")
+    ms = settings.default_min_sim if min_sim is None else min_sim
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not -1.0 <= float(ms) <= 1.0:
+        raise InvalidQuery(f"min_sim must be a number from -1 to 1, got {ms!r}")
+    if kinds is not None:
+        if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
+            raise InvalidQuery("kinds must be a list of kind names")
+        for x in kinds:
+            _scope_id(x, "kind", required=True)
+    return k, float(ms)
 
 
 def project_dir() -> Path:
@@ -237,25 +260,10 @@ class MemoryStore:
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
         from that agent / session. An unknown user gets empty lists. Returned memories are logged
         as accesses (they reinforce at the next build) unless ``record_access`` is false."""
-        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
-        agent_id = _scope_id(agent_id, "agent_id", required=False)
-        session_id = _scope_id(session_id, "session_id", required=False)
-        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence):
-            raise InvalidQuery("queries must be a list of query texts or vectors")
-        s = self._reader.settings
-        k = s.default_top_k if top_k is None else top_k
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= s.max_top_k:
-            raise InvalidQuery(f"top_k must be an integer from 1 to {s.max_top_k}, got {k!r}")
-        ms = s.default_min_sim if min_sim is None else min_sim
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not -1.0 <= float(ms) <= 1.0:
-            raise InvalidQuery(f"min_sim must be a number from -1 to 1, got {ms!r}")
-        if kinds is not None:
-            if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
-                raise InvalidQuery("kinds must be a list of kind names")
-            for x in kinds:
-                _scope_id(x, "kind", required=True)
+        k, ms = recall_arguments(queries, self._reader.settings, user_id=user_id, top_k=top_k,
+                                 min_sim=min_sim, kinds=kinds, agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
-        results = self._reader.run(user_id, self._vectors(queries), k, float(ms), kinds, texts,
+        results = self._reader.run(user_id, self._vectors(queries), k, ms, kinds, texts,
                                    agent_id, session_id)
         if record_access:
             self._record_access(user_id, results)
