@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command: bash benchmarks/ingest_speed/run.sh [--sizes 20000,200000] [--increment 2000] [--quick]
+# One command: bash benchmarks/ingest_speed/run.sh [--sizes 100000,1000000] [--increment 10000] [--user-size 100] [--quick]
 # then the decay fold at scale: .venv/bin/python -m benchmarks.ingest_speed.decay
 set -euo pipefail
 cd "$(dirname "$0")/../.."
