@@ -30,6 +30,15 @@ def _memories(results: Sequence[RecalledMemory]) -> list[dict[str, Any]]:
     return [m.as_dict() for m in results]
 
 
+def _query_list(queries: Any) -> list[Any]:
+    """A request's queries: a non-empty list of at most MAX_QUERIES texts or vectors."""
+    if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
+        raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+    if len(queries) > MAX_QUERIES:
+        raise InvalidQuery(f"at most {MAX_QUERIES} queries per request, got {len(queries)}")
+    return list(queries)
+
+
 def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
@@ -154,12 +163,8 @@ class MemoryService:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> dict[str, Any]:
-        if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
-            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
-        if len(queries) > MAX_QUERIES:
-            raise InvalidQuery(f"at most {MAX_QUERIES} queries per request, got {len(queries)}")
         with self._read_lock:
-            groups = self.store.recall_many(list(queries), user_id=user_id, top_k=top_k, min_sim=min_sim,
+            groups = self.store.recall_many(_query_list(queries), user_id=user_id, top_k=top_k, min_sim=min_sim,
                                             kinds=kinds, record_access=record_access,
                                             agent_id=agent_id, session_id=session_id)
             snap = self.store.snapshot_path
@@ -178,12 +183,11 @@ class MemoryService:
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> dict[str, Any]:
-        if isinstance(queries, str) or not isinstance(queries, Sequence) or not queries:
-            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        queries = _query_list(queries)
         if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
             raise InvalidQuery(f"budget_chars must be a positive integer, got {budget_chars!r}")
         with self._read_lock:
-            text = self.store.prompt(list(queries), user_id=user_id, budget_chars=budget_chars, top_k=top_k,
+            text = self.store.prompt(queries, user_id=user_id, budget_chars=budget_chars, top_k=top_k,
                                      min_sim=min_sim, kinds=kinds, record_access=record_access,
                                      agent_id=agent_id, session_id=session_id)
         return {"prompt": text}

@@ -40,10 +40,12 @@ def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
         ("recall", {"user_id": "", "query": "x"}),
         ("recall", {"user_id": "demo"}),
         ("recall", {"user_id": "demo", "query": "x", "top_k": 1000}),
+        ("prompt", {"user_id": "demo", "queries": ["x"] * 33}),
+        ("recall_many", {"user_id": "demo", "queries": []}),
     ]
     tools, res = anyio.run(_session_calls, demo_store.paths.db, calls)
     assert set(tools) == {"remember", "ingest", "recall", "recall_many", "prompt", "forget", "health", "build"}
-    health, recall, many, prompt, remember, no_user, no_query, big_k = res
+    health, recall, many, prompt, remember, no_user, no_query, big_k, many_prompts, no_queries = res
     assert not health.is_error and health.structured_content["ready"] is True
     assert not recall.is_error
     top = recall.structured_content["results"][0]
@@ -58,4 +60,6 @@ def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
     assert no_user.is_error and "user_id is required" in no_user.content[0].text
     assert no_query.is_error and "query" in no_query.content[0].text
     assert big_k.is_error and "top_k must be an integer from 1 to" in big_k.content[0].text
+    assert many_prompts.is_error and "at most 32 queries per request, got 33" in many_prompts.content[0].text
+    assert no_queries.is_error and "non-empty list" in no_queries.content[0].text
     assert "Traceback" not in no_user.content[0].text + big_k.content[0].text
