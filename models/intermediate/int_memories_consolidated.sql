@@ -49,6 +49,8 @@ prior as (
 ),
 {% endif %}
 
+-- embeddings are read only where a comparison needs them (episodes are never merged), and for
+-- the rows this run writes (final select): not for every candidate of a touched user
 candidates as materialized (
     select
         c.*,
@@ -63,12 +65,19 @@ candidates as materialized (
             true as is_changed
         {%- endif %}
     from {{ ref('int_memory_candidates') }} as c
-    inner join {{ ref('int_memory_embeddings') }} as e
-        on e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
+    left join {{ ref('int_memory_embeddings') }} as e
+        on
+            c.kind != 'episode'
+            and e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
     {% if is_incremental() -%}
         left join prior as p on p.candidate_id = c.candidate_id
-        where c.user_id in (select ch.user_id from changed as ch)
     {%- endif %}
+    where
+        -- a candidate without an embedding is not a memory yet (as before: embedded next build)
+        {{ embedding_key('c.content', 'c.embedding_form') }} in (
+            select k.embedding_key from {{ ref('int_memory_embeddings') }} as k
+        )
+        and {% if is_incremental() %}c.user_id in (select ch.user_id from changed as ch){% else %}true{% endif %}
 ),
 
 -- new candidates against every candidate of their user and kind
@@ -177,7 +186,6 @@ merged as (
         any_value(kind) as kind,
         {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
         any_value(content) filter (where candidate_id = memory_id) as content,
-        any_value(embedding) filter (where candidate_id = memory_id) as embedding,
         any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
         min(created_at) as created_at,
         max(last_mentioned_at) as last_mentioned_at,
@@ -201,6 +209,19 @@ superseded as (
         end as valid_to
     from merged
     where not {{ is_forgotten_memory('memory_id') }}
+),
+
+written as (
+    select s.*
+    from superseded as s
+    {% if is_incremental() -%}
+        left join {{ this }} as old on old.memory_id = s.memory_id
+        where
+            s.has_changed_candidate
+            or s.user_id in (select fu.user_id from full_users as fu)
+            or old.memory_id is null
+            or s.valid_to is distinct from old.valid_to
+    {%- endif %}
 )
 
 select
@@ -209,7 +230,7 @@ select
     s.kind,
     s.slot,
     s.content,
-    s.embedding,
+    e.embedding,
     s.embedding_form,
     s.created_at,
     s.last_mentioned_at,
@@ -222,12 +243,6 @@ select
     s.candidate_ids,
     {{ run_ts }} as consolidated_at,
     s.user_id in (select fu.user_id from full_users as fu) as full_user
-from superseded as s
-{% if is_incremental() -%}
-    left join {{ this }} as old on old.memory_id = s.memory_id
-    where
-        s.has_changed_candidate
-        or s.user_id in (select fu.user_id from full_users as fu)
-        or old.memory_id is null
-        or s.valid_to is distinct from old.valid_to
-{%- endif %}
+from written as s
+inner join {{ ref('int_memory_embeddings') }} as e
+    on e.embedding_key = {{ embedding_key('s.content', 's.embedding_form') }}
