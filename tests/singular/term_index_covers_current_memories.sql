@@ -1,12 +1,17 @@
 {#- Every current memory whose content has at least one term is in the term index, and no
-    superseded memory is. Returns the memories that break this. -#}
+    superseded memory is. Returns the memories that break this. Checked for the memories the
+    latest build wrote (consolidated_at; a full build writes them all): a memory's terms and its
+    valid_to change only when a build rewrites it, so older rows were checked when written. -#}
 with current_memories as (
     select memory_id, {{ list_length(tokenize('content')) }} as n_terms, valid_to
     from {{ ref('long_term_memory') }}
+    where consolidated_at = (select max(l.consolidated_at) from {{ ref('long_term_memory') }} as l)
 ),
 
 indexed as (
-    select distinct memory_id from {{ ref('memory_term_index') }}
+    select distinct t.memory_id
+    from {{ ref('memory_term_index') }} as t
+    where t.memory_id in (select c.memory_id from current_memories as c)
 )
 
 select m.memory_id, m.n_terms, m.valid_to, i.memory_id is not null as is_indexed
