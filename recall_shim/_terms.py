@@ -1,10 +1,12 @@
 """The lexical leg of recall from the serving index: the snapshot's term index as postings arrays
 beside the vector index, and the ``tokenize`` macro's terms of a query.
 
-``build_term_postings(snapshot)`` writes ``snap-X.index/terms/`` (temporary folder, then renamed;
-written after ``build_index``, so a reader that finds no ``terms/`` runs the hybrid fusion as
-compiled). From ``memory_term_index`` and ``memory_term_stats`` (the dbt models), per (user, term),
-sorted like the models by (user_id, term):
+``build_term_postings(snapshot, previous)`` writes ``snap-X.index/terms/`` (temporary folder, then
+renamed; written after ``build_index``, so a reader that finds no ``terms/`` runs the hybrid fusion
+as compiled). From ``memory_term_index`` and ``memory_term_stats`` (the dbt models), per (user,
+term) of the index's users, sorted like the models by (user_id, term); with ``previous`` (the older
+index folder) only new and changed memories and the changed users' stats are read, the rest is
+taken from its ``terms/`` (recall_shim/_terms_reuse.py):
 
     term.npy        the term (bytes, at most MAX_TERM_BYTES; longer terms are left out, and a query
                     with such a term is answered by the compiled statement)
@@ -13,6 +15,8 @@ sorted like the models by (user_id, term):
     user_terms.npy  (start, stop) term range per user of users.npy; user_docs.npy (n_docs, avg_doc_len)
     post_row.npy    index row of each posting (memories not in the index's rows are dropped, as the
                     compiled statement's scoped_memories filter drops them), post_tf.npy, post_len.npy
+    meta.json       counts (terms, postings, reused_postings, read_postings, read_users), format,
+                    the tokenize statement's digest: what the next build checks before reusing
 
 BM25 per (intent, memory) is then the sum over the query's distinct terms of ``bm25_term`` (the
 macro, with the snapshot's lexical_k1 / lexical_b), as ``lexical_scores_sql`` computes it.
