@@ -99,7 +99,7 @@ def _read(con: duckdb.DuckDBPyConnection, folder: Path, users: np.ndarray, plan:
     hash join, no md5 per posting."""
     user_filter = ""
     if plan is not None and not plan.changed.all():
-        con.register("_terms_users", pa.table({"user_id": pa.array(users[plan.changed].tolist(), pa.binary()).cast(pa.string())}))
+        con.register("_terms_users", pa.table({"user_id": _strings(users[plan.changed])}))
         user_filter = "and user_id in (select user_id from _terms_users)"
     con.execute(f"""create temp table g as select row_number() over (order by user_id, term) - 1 as gid,
         user_id, term, df, n_docs, avg_doc_len from memory_term_stats
@@ -107,11 +107,16 @@ def _read(con: duckdb.DuckDBPyConnection, folder: Path, users: np.ndarray, plan:
     stats = con.sql("select user_id, term, df, n_docs, avg_doc_len from g order by gid").fetchnumpy()
     memory_id = np.load(folder / "memory_id.npy", mmap_mode="r")
     rows = np.arange(len(memory_id), dtype=np.int64) if plan is None else plan.fresh
-    con.register("_terms_rows", pa.table({"memory_id": pa.array(np.asarray(memory_id[rows]).tolist(), pa.binary()).cast(pa.string()),
-                                          "row": pa.array(rows, pa.int64())}))
+    con.register("_terms_rows", pa.table({"memory_id": _strings(memory_id[rows]), "row": pa.array(rows, pa.int64())}))
     posts = con.sql("""select g.gid, r.row, t.tf, t.doc_len from memory_term_index as t
-        inner join _terms_rows as r using (memory_id) inner join g using (user_id, term) order by g.gid, r.row""").fetchnumpy()
+        inner join _terms_rows as r using (memory_id) inner join g using (user_id, term)
+        order by g.gid, r.row""").fetchnumpy()
     return stats, posts
+
+
+def _strings(values: np.ndarray) -> pa.Array:
+    """An arrow string array of numpy bytes (utf-8)."""
+    return pa.array(np.asarray(values).tolist(), pa.binary()).cast(pa.string())
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -145,13 +150,14 @@ def _assemble(folder: Path, users: np.ndarray, stats: dict, posts: dict, plan: R
     is_read = take >= p_terms
     term = np.empty(len(take), dtype=f"S{MAX_TERM_BYTES}")
     df = np.empty(len(take), dtype=np.float64)
-    term[is_read], df[is_read] = s_term[take[is_read] - p_terms], np.asarray(stats["df"], np.float64)[take[is_read] - p_terms]
+    picked = take[is_read] - p_terms
+    term[is_read], df[is_read] = s_term[picked], np.asarray(stats["df"], np.float64)[picked]
     docs = np.full((n_users, 2), np.nan)
     has = changed & (lengths > 0)
     docs[has] = np.stack([np.asarray(stats["n_docs"], np.float64)[rs[has]],
                           np.asarray(stats["avg_doc_len"], np.float64)[rs[has]]], axis=1)
     read_map = np.full(len(s_term), -1, dtype=np.int64)  # read stats row -> new term number
-    read_map[take[is_read] - p_terms] = np.flatnonzero(is_read)
+    read_map[picked] = np.flatnonzero(is_read)
 
     # the read postings: new term number; kept when the row is in the block of the term's user
     gid = read_map[np.asarray(posts["gid"], dtype=np.int64)] if len(posts["gid"]) else np.zeros(0, np.int64)

@@ -57,8 +57,9 @@ def first_rows(work: dict) -> dict[str, list]:
     }
 
 
-def edit(work: dict, rows: dict[str, list], *, drop: set[str] = frozenset(), change: dict[str, str] | None = None,
-         move: dict[str, str] | None = None, add: list[tuple[str, str, str]] = ()) -> dict[str, list]:
+def edit(work: dict, rows: dict[str, list], *, drop: frozenset[str] | set[str] = frozenset(),
+         change: dict[str, str] | None = None, move: dict[str, str] | None = None,
+         add: list[tuple[str, str, str]] = ()) -> dict[str, list]:
     """The next snapshot's rows: ``drop`` memory ids, ``change`` contents (same id), ``move`` to
     another user, ``add`` (memory_id, user, content); strength decays for every row."""
     out = {k: [] for k in rows}
