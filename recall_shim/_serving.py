@@ -119,8 +119,10 @@ def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | No
     can). A failure is reported, not raised: the snapshot is then served by its compiled statement."""
     older = [s for s in ready_snapshots(paths) if s.name < snapshot.name and (index_dir(s) / "meta.json").exists()]
     try:
-        stats = build_index(snapshot, index_dir(older[-1]) if older else None)
-        stats["term_postings"] = build_term_postings(snapshot)  # the hybrid fusion's lexical leg
+        previous = index_dir(older[-1]) if older else None
+        stats = build_index(snapshot, previous)
+        # the hybrid fusion's lexical leg: the unchanged memories' postings from the previous folder
+        stats["term_postings"] = build_term_postings(snapshot, previous)
     except Exception as exc:  # noqa: BLE001 - serving falls back to the compiled statement
         return None, f"\nserving index not built for {snapshot.name}: {exc!r}\n"
     return stats, f"\nserving index for {snapshot.name}: {stats}\n"
