@@ -37,6 +37,7 @@ import numpy as np
 import regex
 
 from ._index import index_dir
+from ._snapshot import connect_snapshot
 
 MAX_TERM_BYTES = 64
 _HAN = regex.compile(r"\p{Han}")
@@ -52,9 +53,9 @@ def build_term_postings(snapshot: Path) -> dict[str, Any] | None:
     folder = index_dir(snapshot)
     if not (folder / "meta.json").exists():
         return None
-    con = duckdb.connect(str(snapshot), read_only=True)
+    con = connect_snapshot(snapshot)
     try:
-        names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+        names = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
         if not {"memory_term_index", "memory_term_stats"} <= names:
             return None
         final = folder / "terms"
