@@ -39,7 +39,7 @@ from ._paths import EMPTY_MARKER, StorePaths
 from ._index import build_index
 from ._terms import build_term_postings
 from ._serving import ready_snapshots
-from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias
+from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -365,7 +365,8 @@ def _materialize_base(snapshot: Path, work: Path, file: str) -> None:
 def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
     """Publish a purged copy of the newest snapshot, then delete every other snapshot file."""
     removed: dict[str, int] = {}
-    ready = ready_snapshots(paths)
+    # the newest snapshot whose layer files all exist (one that is not served is not purged from)
+    ready = [s for s in ready_snapshots(paths) if all((paths.serving / f).exists() for f in snapshot_layers(s))]
     new_name: str | None = None
     if ready:
         newest = ready[-1]
