@@ -41,3 +41,7 @@ class BuildFailed(AgentMemoryError):
 
 class BackendUnavailable(AgentMemoryError):
     """The PostgreSQL backend cannot be used: a package is missing or the server cannot start."""
+
+
+class SnapshotIncomplete(StoreNotBuilt):
+    """A published snapshot lists a layer file that is gone: it cannot be served."""

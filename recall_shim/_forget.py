@@ -39,6 +39,7 @@ from ._paths import EMPTY_MARKER, StorePaths
 from ._index import build_index
 from ._terms import build_term_postings
 from ._serving import ready_snapshots
+from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -336,21 +337,48 @@ def _purge_landing(paths: StorePaths, t: _Targets) -> dict[str, int]:
     return removed
 
 
+def _materialize_base(snapshot: Path, work: Path, file: str) -> None:
+    """Write ``snapshot`` (a base or a delta over layers) into ``work`` as a base snapshot named
+    ``file``: its views materialized into tables, every other table copied, and a serving_layers
+    listing only itself (watermark kept), so nothing of the older layers is needed afterwards."""
+    work.unlink(missing_ok=True)
+    con = duckdb.connect(str(work))
+    try:
+        attach_snapshot(con, snapshot, "forget_src")
+        names = [r[0] for r in con.execute(
+            "select table_name from information_schema.tables where table_catalog = 'forget_src'"
+            " and table_schema = 'main' order by table_name").fetchall()]
+        watermark = None
+        if "serving_layers" in names:
+            watermark = con.execute("select max(watermark) from forget_src.main.serving_layers").fetchall()[0][0]
+        for name in names:
+            if name not in LAYER_TABLES:
+                con.execute(f"create table main.{_ident(name)} as select * from forget_src.main.{_ident(name)}"
+                            f" {SNAPSHOT_ORDER.get(name, '')}")
+        con.execute("create table main.serving_layers as select 0::integer as layer, $1::varchar as file,"
+                    " $2::varchar as alias, (select count(*) from main.long_term_memory)::bigint as rows,"
+                    " $3::timestamp as watermark, 'base'::varchar as kind", [file, layer_alias(file), watermark])
+    finally:
+        con.close()
+
+
 def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
     """Publish a purged copy of the newest snapshot, then delete every other snapshot file."""
     removed: dict[str, int] = {}
-    ready = ready_snapshots(paths)
+    # the newest snapshot whose layer files all exist (one that is not served is not purged from)
+    ready = [s for s in ready_snapshots(paths) if all((paths.serving / f).exists() for f in snapshot_layers(s))]
     new_name: str | None = None
     if ready:
         newest = ready[-1]
         stamp = utc_now_iso().replace("-", "").replace(":", "").replace(" ", "T").replace(".", "")
         new_name = f"snap-{stamp}-forget{uuid.uuid4().hex[:6]}"
         work = paths.serving / f".{new_name}.work.duckdb"
-        shutil.copyfile(newest, work)
+        _materialize_base(newest, work, f"{new_name}.duckdb")
         con = duckdb.connect(str(work))
         try:
             for table, n in _delete_rows(con, t).items():
                 removed[f"serving:{table}"] = n
+            con.execute("update serving_layers set rows = (select count(*) from long_term_memory)")
             _compact(con, work, paths.serving / f"{new_name}.duckdb")
         finally:
             try:

@@ -46,6 +46,7 @@ import duckdb
 import numpy as np
 
 from ._index_reuse import fingerprint_expr, read_snapshot_reusing
+from ._snapshot import connect_snapshot
 
 FORMAT = 1
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
@@ -197,7 +198,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    con = duckdb.connect(str(snapshot), read_only=True)
+    con = connect_snapshot(snapshot)
     try:
         settings = IndexSettings.from_snapshot(con)
         dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])

@@ -13,11 +13,12 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from ._errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from ._errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
 from ._hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from ._index import Hit, SnapshotIndex, build_index, index_dir
 from ._terms import build_term_postings
 from ._paths import StorePaths
+from ._snapshot import connect_snapshot, snapshot_layers
 
 # The index reproduces the compiled statement for the vector-only fusion (recall_shim/_index.py)
 # and, with the term postings beside it, for the hybrid fusions (recall_shim/_hybrid.py,
@@ -85,11 +86,23 @@ def ready_snapshots(paths: StorePaths) -> list[Path]:
 
 
 def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
-    """Delete all but the newest ``keep`` published snapshots (and stray unpublished files older
-    than the newest published one). Open readers keep reading an unlinked file until they close."""
+    """Delete all but the newest ``keep`` published snapshots, except files a kept snapshot reads
+    as a layer (kept with their .ready marker), and stray unpublished files older than the newest
+    published one. Index folders go with their snapshot, and those of snapshots kept only as a
+    layer too, except the newest index (the next build's index update reads it as "previous").
+    Open readers keep reading an unlinked file until they close."""
     ready = ready_snapshots(paths)
+    kept = ready[max(0, len(ready) - keep):]
+    needed = {db.name for db in kept}
+    for db in kept:
+        try:
+            needed.update(snapshot_layers(db))
+        except duckdb.Error:
+            pass  # unreadable: nothing more to keep for it
     removed = 0
-    for db in ready[: max(0, len(ready) - keep)]:
+    for db in ready:
+        if db.name in needed:
+            continue
         for p in (db.with_suffix(".ready"), db, db.with_suffix(".duckdb.wal")):
             try:
                 p.unlink()
@@ -102,13 +115,18 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
             if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
                 (paths.serving / n).unlink(missing_ok=True)
                 removed += 1
-    # index folders whose snapshot is gone, and temporary ones a killed builder left behind
-    # (builds hold the build lock, so no index is being written while this runs)
+    # index folders of snapshots that are gone or kept only as a layer (except the newest index),
+    # and temporary ones a killed builder left behind (builds hold the build lock, so no index is
+    # being written while this runs)
+    served = {db.name for db in kept}
+    indexes = sorted(n for n in os.listdir(paths.serving)
+                     if n.startswith("snap-") and n.endswith(".index") and (paths.serving / n / "meta.json").exists())
+    newest_index = indexes[-1] if indexes else None
     for n in os.listdir(paths.serving):
         p = paths.serving / n
         if n.startswith("snap-") and ".index" in n and p.is_dir():
             snap = paths.serving / (n.split(".index", 1)[0] + ".duckdb")
-            if not n.endswith(".index") or not snap.exists():
+            if not n.endswith(".index") or not snap.exists() or (snap.name not in served and n != newest_index):
                 shutil.rmtree(p, ignore_errors=True)
                 removed += 1
     return removed
@@ -153,7 +171,18 @@ class SnapshotReader:
             if not self._index_tried and (index_dir(newest) / "meta.json").exists():
                 self._index = self._open_index(newest)  # published after the snapshot
             return
-        con = duckdb.connect(str(newest), read_only=True)
+        con = None
+        for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
+            if candidate == self._path and self._con is not None:
+                return
+            try:
+                con = connect_snapshot(candidate)
+            except (SnapshotIncomplete, FileNotFoundError):
+                continue
+            newest = candidate
+            break
+        if con is None:
+            raise StoreNotBuilt(f"no complete published snapshot for {self.paths.db}: run `agent-memory build` again")
         rows = {r[0]: r[1:] for r in con.execute(
             "select query_name, sql_text, fusion_method, strength_weight, question_episode_weight, embedding_model,"
             " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k, max_query_chars"

@@ -42,6 +42,7 @@ import pyarrow as pa
 import regex
 
 from ._index import index_dir
+from ._snapshot import connect_snapshot
 from ._terms_reuse import FORMAT, Reuse, lexicon_key, plan_reuse, row_users
 
 MAX_TERM_BYTES = 64
@@ -61,9 +62,9 @@ def build_term_postings(snapshot: Path, previous: Path | None = None) -> dict[st
     folder = index_dir(snapshot)
     if not (folder / "meta.json").exists():
         return None
-    con = duckdb.connect(str(snapshot), read_only=True)
+    con = connect_snapshot(snapshot)
     try:
-        names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+        names = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
         if not {"memory_term_index", "memory_term_stats"} <= names:
             return None
         lexicon = lexicon_key(con)

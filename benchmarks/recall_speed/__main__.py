@@ -43,6 +43,7 @@ import numpy as np
 
 from recall_shim._hybrid import fusion_of
 from recall_shim._index import build_index, index_dir
+from recall_shim._snapshot import connect_snapshot
 from recall_shim._terms import TermPostings, build_term_postings, tokenize
 
 from .synth import (BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, query_texts, reference_table,
@@ -211,7 +212,7 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
     print(f"[n={n} d={dim}] shipped path (weighted hybrid fusion)...", flush=True)
     shipped_h = serve("weighted")
 
-    con = duckdb.connect(str(snap), read_only=True)
+    con = connect_snapshot(snap)
     ids, x, s = big_user_matrix(spec, con)
     truth = [exact_truth(ids, x, s, q, min_sim) for q in qs]
     print(f"[n={n} d={dim}] numpy exact...", flush=True)

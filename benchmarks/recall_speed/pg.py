@@ -28,6 +28,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from recall_shim._snapshot import connect_snapshot
+
 from .synth import BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, reference_table, write_snapshot
 
 SCHEMA = "bench"
@@ -52,7 +54,7 @@ def _dbt_compiled(conn: Any, dim: int, work: Path, extra_vars: dict | None = Non
 
 def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
     """Copy the snapshot's long_term_memory into PostgreSQL; returns (load s, index build s)."""
-    src = duckdb.connect(str(snap), read_only=True)
+    src = connect_snapshot(snap)
     started = time.perf_counter()
     with conn.connect() as con:
         con.execute(f"drop table if exists {SCHEMA}.long_term_memory")
@@ -131,7 +133,7 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
         size_mb = _relation_mb(conn)
     finally:
         server.stop()
-    con2 = duckdb.connect(str(snap), read_only=True)
+    con2 = connect_snapshot(snap)
     ids, x, s = big_user_matrix(spec, con2)
     con2.close()
     truth = [exact_truth(ids, x, s, q, min_sim) for q in qs]

@@ -133,9 +133,9 @@ def main() -> None:
 
 
 def _count_duck(store: Any) -> int:
-    import duckdb
+    from recall_shim._snapshot import connect_snapshot
 
-    con = duckdb.connect(str(store.snapshot_path), read_only=True)
+    con = connect_snapshot(store.snapshot_path)
     try:
         return int(con.execute("select count(*) from long_term_memory").fetchone()[0])
     finally:
