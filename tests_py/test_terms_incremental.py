@@ -201,7 +201,8 @@ def test_store_builds_update_the_term_postings_incrementally(tmp_path: Path) -> 
     got = load_terms(index_dir(snap) / "terms")
     copy = tmp_path / "full" / snap.name  # a full build of a copy of the same snapshot and index
     copy.parent.mkdir()
-    shutil.copyfile(snap, copy)
+    for layer in snap.parent.glob("snap-*.duckdb"):  # the snapshot and the layers it reads
+        shutil.copyfile(layer, copy.parent / layer.name)
     shutil.copytree(index_dir(snap), index_dir(copy), ignore=shutil.ignore_patterns("terms"))
     assert not build_term_postings(copy)["incremental"]
     assert_same_terms(got, load_terms(index_dir(copy) / "terms"))
