@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss
+from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss, row_dots
 from ._index_ivf import in_sorted, valid_hits
 from ._terms import Lexicon, TermPostings, tokenize
 
@@ -259,7 +259,7 @@ class HybridSearcher:
                 out[is_tail] = ix._cosines(rows[is_tail], qn, False)
             held = rows[~is_tail]
             if len(held):
-                out[~is_tail] = np.asarray(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[held])), dtype=np.float64) @ qn
+                out[~is_tail] = row_dots(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[held])), qn)
             return out
 
         tail_cos = cosines(tail)
@@ -271,7 +271,7 @@ class HybridSearcher:
             params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
             _, found = ivf.search(vec, k, params=params)
             ids = found[0][found[0] >= 0]
-            cos = np.asarray(ivf.reconstruct_batch(ids), dtype=np.float64) @ qn if len(ids) else np.zeros(0)
+            cos = row_dots(ivf.reconstruct_batch(ids), qn) if len(ids) else np.zeros(0)
             rows, valid = valid_hits(block_ids, lo, ids, tail_all)
             worst = float(cos.min()) if len(ids) == k and len(ids) else np.inf
             return rows[valid], cos[valid], len(ids) < k and nprobe >= ivf.nlist, worst

@@ -97,6 +97,13 @@ class Hit:
     lexical_score: float = 0.0  # BM25 of the query text (hybrid fusions); 0 for the vector fusion
 
 
+def row_dots(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """float64 dot product of every row of ``x`` with ``q``, the same bits for equal rows wherever
+    they sit (a BLAS matrix-vector product rounds rows differently by their position in the
+    block, which would break exact score ties between duplicate memories)."""
+    return np.einsum("ij,j->i", np.asarray(x, dtype=np.float64), q)
+
+
 def index_dir(snapshot: Path) -> Path:
     return snapshot.with_suffix(".index")
 
@@ -320,7 +327,7 @@ class SnapshotIndex:
         """float64 cosines of ``rows`` from the stored vectors (memory map or pread)."""
         x = self.vectors_of(rows, mapped)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (np.asarray(x, dtype=np.float64) @ qn) / self.norm[rows]
+            return row_dots(x, qn) / self.norm[rows]
 
     def _final(self, rows: np.ndarray, cos: np.ndarray, top_k: int, min_sim: float,
                allowed: np.ndarray | None) -> list[Hit]:
@@ -379,7 +386,7 @@ class SnapshotIndex:
             _, found = ivf.search(q32, k_cand, params=params)
             ids = found[0][found[0] >= 0]
             # the IVF holds the unit vectors in RAM: re-rank from them, no disk read per request
-            cos = np.asarray(ivf.reconstruct_batch(ids), dtype=np.float64) @ qn
+            cos = row_dots(ivf.reconstruct_batch(ids), qn)
             rows, valid = valid_hits(block_ids, lo, ids, tail)  # gone or changed memories drop out
             hits = self._final(np.concatenate([rows[valid], tail]), np.concatenate([cos[valid], tail_cos]),
                                top_k, min_sim, allowed)
