@@ -172,13 +172,14 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
         if len(fresh):
             import pyarrow as pa
 
-            con.register("_index_fresh_ids", pa.table({"id64": pa.array(id64[fresh], type=pa.int64())}))
+            # filter by memory_id first: the hash and the payload JSON only for the fresh rows
+            con.register("_index_fresh_ids", pa.table({"memory_id": light.column(3).take(pa.array(fresh))}))
             try:
                 got = con.sql(
-                    "select id64, embedding, payload from (select (md5_number_upper(memory_id) >> 2)::bigint as id64,"
-                    " user_id, embedding,"
+                    "select (md5_number_upper(memory_id) >> 2)::bigint as id64, embedding,"
                     " json_array(content, coalesce(source_message_ids, []::varchar[]))::varchar as payload"
-                    f" {current}) as m semi join _index_fresh_ids as f using (id64) order by user_id, id64").to_arrow_table()
+                    f" from (select * {current} and memory_id in (select memory_id from _index_fresh_ids))"
+                    " order by user_id, id64").to_arrow_table()
             finally:
                 con.unregister("_index_fresh_ids")
             if got.num_rows != len(fresh) or not np.array_equal(got.column(0).to_numpy(), id64[fresh]):
