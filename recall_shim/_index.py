@@ -277,7 +277,8 @@ class SnapshotIndex:
         if not len(tail):
             return np.zeros(0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (self._tail_vec[user_id] @ qn.astype(np.float32)).astype(np.float64) / self.norm[tail]
+            # einsum: one thread (a BLAS matrix-vector product spins threads that cost more here)
+            return np.einsum("ij,j->i", self._tail_vec[user_id], qn.astype(np.float32)).astype(np.float64) / self.norm[tail]
 
     def tail_exact(self, user_id: str, idx: np.ndarray, qn: np.ndarray) -> np.ndarray:
         """float64 cosines of the tail rows at positions ``idx`` (the same bits as ``_cosines``)."""
