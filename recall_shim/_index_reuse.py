@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from ._index_heavy import HeavyPrefix, HeavyWriter, published_prefix
+from ._index_heavy import HEAVY_FILES, HeavyPrefix, HeavyWriter, published_prefix
 
 # rows are reused only while the fresh ones stay below this share (else a full read is as cheap)
 MAX_FRESH_SHARE = 0.5
@@ -120,6 +120,8 @@ def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, curr
 def _previous(folder: Path, meta: dict[str, Any]) -> dict[str, Any] | None:
     needed = ("id64", "fp", "norm", "vrow")
     if "heavy" not in meta or not all((folder / f"{n}.npy").exists() for n in needed):
+        return None
+    if not all((folder / name).exists() for name in HEAVY_FILES):
         return None
     return {k: np.load(folder / f"{k}.npy") for k in needed}
 
