@@ -385,7 +385,7 @@ def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
                 con.close()
             except duckdb.Error:
                 pass
-        try:  # a fresh serving index (none of the old index files is reused)
+        try:  # a fresh serving index: a new heavy generation, no file (or hard link) of the old ones
             stats = build_index(paths.serving / f"{new_name}.duckdb")
             build_term_postings(paths.serving / f"{new_name}.duckdb")  # the hybrid fusion's lexical leg
             removed["serving:index_rows"] = int(stats.get("rows", 0))

@@ -39,7 +39,8 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss
+from ._index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, _faiss, row_dots
+from ._index_ivf import EMPTY_ROWS, in_sorted, valid_hits
 from ._terms import Lexicon, TermPostings, tokenize
 
 HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
@@ -177,7 +178,7 @@ class HybridSearcher:
         out = np.empty(hi - lo)
         for a in range(lo, hi, SCAN_CHUNK):
             b = min(hi, a + SCAN_CHUNK)
-            block = ix.vectors[a:b] if mapped else ix._read_block(a, b)
+            block = ix.range_vectors(a, b, mapped)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out[a - lo : b - lo] = (block @ q32).astype(np.float64) / ix.norm[a:b]
         out[ix.norm[lo:hi] <= 0] = np.nan
@@ -244,17 +245,47 @@ class HybridSearcher:
         limit = s.max_share * (hi - lo)
         q32 = qn.astype(np.float32).reshape(1, -1)
         in_scope = lambda r: allowed[ix.kind[r]] & (ix.norm[r] > 0) & np.isfinite(ix.factor[r])  # noqa: E731
+        tail_all = ix.tail_of(user_id)
+        # the tail (rows the IVF does not hold as is) is scanned exactly: float32 cosines of all of
+        # it, its best rows by cosine join A (as many as A's IVF candidates), the rest is bounded by
+        # the next best (t_cut); its min and max cosine bound mn and mx exactly
+        t_sel = np.flatnonzero(in_scope(tail_all)) if len(tail_all) else EMPTY_ROWS
+        t32 = ix.tail_cos32(user_id, qn)[t_sel] if len(t_sel) else np.zeros(0)
+        t_mn = t_mx = np.nan
+        if len(t_sel):
+            t_mn = float(ix.tail_exact(user_id, t_sel[t32 <= t32.min() + TIE_MARGIN], qn).min())
+            t_mx = float(ix.tail_exact(user_id, t_sel[t32 >= t32.max() - TIE_MARGIN], qn).max())
 
-        def cosines(rows: np.ndarray) -> np.ndarray:  # exact, from the IVF's unit vectors in RAM
+        def tail_part(k: int) -> tuple[np.ndarray, np.ndarray, float]:
+            if k >= len(t_sel):
+                return tail_all[t_sel], ix.tail_exact(user_id, t_sel, qn), -np.inf
+            part = np.argpartition(-t32, k)
+            keep = np.sort(t_sel[part[:k]])
+            return tail_all[keep], ix.tail_exact(user_id, keep, qn), float(t32[part[k]]) + TIE_MARGIN
+
+        def cosines(rows: np.ndarray) -> np.ndarray:  # exact: the IVF's unit vectors in RAM, the tail's too
             if not len(rows):
                 return np.zeros(0)
-            return np.asarray(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[rows])), dtype=np.float64) @ qn
+            out = np.empty(len(rows))
+            is_tail = in_sorted(tail_all, rows)
+            if is_tail.any():
+                out[is_tail] = ix.tail_exact(user_id, np.searchsorted(tail_all, rows[is_tail]), qn)
+            held = rows[~is_tail]
+            if len(held):
+                out[~is_tail] = row_dots(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[held])), qn)
+            return out
 
-        def ivf_search(vec: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, bool]:
+        def ivf_search(vec: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray, bool, float]:
+            """Valid IVF hits (rows, exact cosines with the query), whether the IVF is exhausted,
+            and the worst cosine of the k retrieved (inf if fewer): it bounds every IVF row not
+            retrieved. Hits whose memory is gone or changed (in the tail) are dropped."""
             params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
             _, found = ivf.search(vec, k, params=params)
             ids = found[0][found[0] >= 0]
-            return lo + np.searchsorted(block_ids, ids), len(ids) < k and nprobe >= ivf.nlist
+            cos = row_dots(ivf.reconstruct_batch(ids), qn) if len(ids) else np.zeros(0)
+            rows, valid = valid_hits(block_ids, lo, ids, tail_all)
+            worst = float(cos.min()) if len(ids) == k and len(ids) else np.inf
+            return rows[valid], cos[valid], len(ids) < k and nprobe >= ivf.nlist, worst
 
         def top_lexical(m: int) -> tuple[np.ndarray, float]:
             """The m best lexical matches (in scope) and an upper bound of every other's BM25."""
@@ -273,10 +304,12 @@ class HybridSearcher:
             if k_cand > limit or nprobe > ivf.nlist * s.max_share and nprobe < ivf.nlist:
                 return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
             if f.method == "weighted":
-                a_rows, a_all = ivf_search(q32, k_cand, nprobe)
+                i_rows, i_cos, a_all, c_a = ivf_search(q32, k_cand, nprobe)
+                t_rows, t_cos, t_cut = tail_part(k_cand)
+                a_rows, a_cos = np.concatenate([i_rows, t_rows]), np.concatenate([i_cos, t_cos])
+                a_all, c_a = a_all and t_cut == -np.inf, max(c_a if not a_all else -np.inf, t_cut)
             else:  # lexical: only lexical matches can score above 0
-                a_rows, a_all = np.zeros(0, np.int64), False
-            a_cos = cosines(a_rows)
+                a_rows, a_cos, a_all, c_a = np.zeros(0, np.int64), np.zeros(0), False, np.inf
             a_ok = in_scope(a_rows)
             if f.method == "weighted":
                 if not a_ok.any():
@@ -284,20 +317,24 @@ class HybridSearcher:
                         return []  # no scoped memory has a vector
                     k_cand, nprobe = k_cand * 2, nprobe * 2
                     continue
-                mx = float(a_cos[a_ok].max())
+                mx = float(np.nanmax([a_cos[a_ok].max(), t_mx]))
                 # the minimum cosine: the best hit of the negated query, probing more lists than the
-                # candidate search (a few nearest hits are cheap) and more as the search widens
+                # candidate search (a few nearest hits are cheap) and more as the search widens; the
+                # tail's exact min (t_mn) bounds it too
                 found_mn = np.nan
                 while np.isnan(found_mn):
-                    n_rows, n_all = ivf_search(-q32, k_mn, MIN_PROBES * nprobe)
+                    n_rows, n_cos, n_all, _ = ivf_search(-q32, k_mn, MIN_PROBES * nprobe)
                     n_ok = in_scope(n_rows)
                     if n_ok.any():
-                        found_mn = float(cosines(n_rows[n_ok]).min())
+                        found_mn = float(n_cos[n_ok].min())
+                    elif n_all and len(t_sel):
+                        found_mn = t_mn  # the IVF holds no scoped memory: the tail does
                     elif n_all or k_mn > limit:
                         return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
                     else:
                         k_mn *= 2
                 mn = found_mn if np.isnan(mn) else min(mn, found_mn)
+                mn = mn if np.isnan(t_mn) else min(mn, t_mn)
             b_rows, b_next = top_lexical(m)
             extra = np.setdiff1d(b_rows, a_rows[a_ok], assume_unique=True)
             rows = np.concatenate([a_rows[a_ok], extra])
@@ -318,7 +355,6 @@ class HybridSearcher:
             # weighted: outsiders of A have cos <= c_A, outsiders of B have bm25 <= b_next
             if a_all:
                 return hits  # A is every memory with a vector
-            c_a = float(a_cos.min()) if len(a_cos) == k_cand else np.inf
             if c_a < min_sim - TIE_MARGIN:
                 return hits  # every memory outside A is below the threshold
             span = mx - mn

@@ -142,7 +142,7 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
     # what a builder killed while writing the serving index leaves: a temporary index folder
     half_index = store.paths.serving / (Path(first).stem + ".index.tmp-99999")
     half_index.mkdir()
-    (half_index / "vectors.npy").write_bytes(b"\x93NUMPY half")
+    (half_index / "vectors.f32").write_bytes(b"half a vector")
     result = store.build()
     assert not half_index.exists()
     assert store.recall("tea", user_id="u", min_sim=-1, record_access=False)

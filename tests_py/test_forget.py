@@ -99,8 +99,10 @@ def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
     kept = ["Zqkeptcity", "Zqbystander", "zqgonetea"]
     for marker in forgotten + kept:  # the byte search can see every marker before forgetting
         assert files_containing(store, marker), marker
-    # including in the serving index's payload beside the snapshot
+    # including in the serving index's payload beside the snapshot, whose append-only heavy files
+    # the second build's index shares with the first's (hard links)
     assert any(".index" in f for f in files_containing(store, "Zqgonecity"))
+    assert max((p / "payload.bin").stat().st_nlink for p in store.paths.serving.glob("snap-*.index")) >= 2
     mem_id = owned(store, "zqforgottentea")[0][0]
     other_users_memory = owned(store, "Zqbystander")[0][0]
     with pytest.raises(InvalidInput, match="does not belong"):
@@ -114,6 +116,11 @@ def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
     assert rep_user.removed["warehouse:memory_strength_history"] >= 1
     # the memory, the other memory of its one source message, and (if made) that message's episode
     assert rep_mem.found and rep_mem.memories >= 2 and rep_mem.messages == 1
+
+    # the purged snapshot's index is a fresh heavy generation: no index file holds forgotten bytes
+    assert [(p / "payload.bin").stat().st_nlink for p in store.paths.serving.glob("snap-*.index")] == [1]
+    for marker in forgotten:
+        assert [f for f in files_containing(store, marker) if ".index" in f] == [], marker
 
     # recall forgets at once (a purged snapshot is published), before any build
     assert store.recall("where does the user live?", user_id="gone", min_sim=-1, top_k=50, record_access=False) == []

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
-from recall_shim._index import build_index, index_dir
+from recall_shim._index import SnapshotIndex, build_index, index_dir
 
 from .conftest import DEMO_LOG
 
@@ -220,9 +220,10 @@ def test_real_embeddings_go_through_the_index_and_agree(vector_store: MemoryStor
 
 
 def test_incremental_index_reuses_unchanged_rows_and_equals_a_full_build(tmp_path: Path, template: Path) -> None:
-    """The next index copies unchanged rows from the previous one (vectors, norms, payloads), reads
-    only new and changed rows from the snapshot, links an unchanged big user's IVF, and its files
-    are byte-identical to a full build of the same snapshot (except the IVF, checked by recall)."""
+    """The next index keeps unchanged rows' heavy rows (vectors, payloads) of the previous one,
+    reads and appends only new and changed rows, links an unchanged big user's IVF, and its light
+    arrays are byte-identical to a full build of the same snapshot, each row's vector and payload
+    too (only the heavy row numbers, vrow, differ; the IVF is checked by recall)."""
     rows = synthetic_rows(5)
     store, first = make_store(tmp_path, template, rows, nprobe=10_000)
     extra = synthetic_rows(6, n_big=0)
@@ -246,8 +247,14 @@ def test_incremental_index_reuses_unchanged_rows_and_equals_a_full_build(tmp_pat
     shutil.copyfile(second, full)
     build_index(full)
     for f in sorted(index_dir(full).iterdir()):
-        if f.suffix in (".npy", ".bin"):
+        if f.suffix == ".npy" and f.name != "vrow.npy" and not f.name.startswith("ivf-"):
             assert f.read_bytes() == (index_dir(second) / f.name).read_bytes(), f.name
+    a, b = SnapshotIndex(index_dir(full)), SnapshotIndex(index_dir(second))
+    rows = np.arange(len(nxt["memory_id"]))
+    assert np.array_equal(a.vectors_of(rows, False), b.vectors_of(rows, False), equal_nan=True)
+    assert [a.payload_of(r) for r in rows] == [b.payload_of(r) for r in rows]
+    a.close()
+    b.close()
     shutil.rmtree(index_dir(first))
     picks = (0, 1, 2, edited, len(nxt["memory_id"]) - 1, 300, 2450)
     queries = np.array([nxt["embedding"][i] for i in picks], dtype=np.float64)

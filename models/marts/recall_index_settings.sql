@@ -7,4 +7,6 @@ select
     {{ var('recall_index_candidates') }}::bigint as candidates,
     {{ var('recall_index_max_share') }}::{{ double_type() }} as max_share,
     {{ var('recall_index_lists_per_sqrt') }}::{{ double_type() }} as lists_per_sqrt,
-    {{ var('recall_index_retrain_growth') }}::{{ double_type() }} as retrain_growth
+    {{ var('recall_index_retrain_growth') }}::{{ double_type() }} as retrain_growth,
+    {{ var('recall_index_compact_share') }}::{{ double_type() }} as compact_share,
+    {{ var('recall_index_tail_share') }}::{{ double_type() }} as tail_share
