@@ -65,7 +65,7 @@ def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
                 f"copy {SCHEMA}.long_term_memory (memory_id, user_id, kind, content, strength, embedding,"
                 " created_at, access_count, mention_count, source_message_ids, valid_from, strength_as_of,"
                 " embedding_form, is_question, embedding_model, session_ids, agent_ids) from stdin") as copy:
-            for batch in rel.fetch_arrow_reader(CHUNK):
+            for batch in rel.to_arrow_reader(CHUNK):
                 cols = [batch.column(i).to_pylist() for i in range(5)]
                 emb = batch.column(5).flatten().to_numpy().reshape(batch.num_rows, spec.dim)
                 for i in range(batch.num_rows):
