@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
-from recall_shim import MemoryStore
+from recall_shim import BackendUnavailable, LocalPostgres, MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_LOG = ROOT / "demo" / "session_log.jsonl"
+
+
+def start_postgres(server: LocalPostgres) -> Any:
+    """Start ``server`` and return its connection. When it cannot start, the test fails if
+    AGENT_MEMORY_REQUIRE_POSTGRES=1 (scripts/test.sh) and is skipped otherwise."""
+    try:
+        return server.start()
+    except BackendUnavailable as exc:
+        if os.environ.get("AGENT_MEMORY_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here but could not start: {exc}")
+        pytest.skip(f"PostgreSQL with pgvector could not be started: {exc}")
 
 
 def query(store: MemoryStore, sql: str, params: list | None = None) -> list[tuple]:

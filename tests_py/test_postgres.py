@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -17,10 +16,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from recall_shim import (BackendUnavailable, DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
+from recall_shim import (DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
                          PgMemoryStore)
 
-from .conftest import DEMO_LOG, query
+from .conftest import DEMO_LOG, query, start_postgres
 
 QUERIES = ["how should answers be formatted?", "where does the user live?", "what editor theme does the user like?"]
 
@@ -37,12 +36,7 @@ def writer_rows(writer: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def pg_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server = LocalPostgres(tmp_path_factory.mktemp("pg") / "data")
-    try:
-        conn = server.start()
-    except BackendUnavailable as exc:
-        if os.environ.get("AGENT_MEMORY_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required here but could not start: {exc}")
-        pytest.skip(f"PostgreSQL with pgvector could not be started: {exc}")
+    conn = start_postgres(server)
     yield conn
     server.stop()
 

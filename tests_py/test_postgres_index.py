@@ -4,26 +4,22 @@ pgvector, the real compiled statement (dbt run --target postgres, fusion vector)
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator
 
 import pytest
 
 from benchmarks.recall_speed import pg as bench_pg
 from benchmarks.recall_speed.synth import BIG_USER, SynthSpec, compiled_recall_queries, queries, write_snapshot
-from recall_shim import BackendUnavailable, LocalPostgres, PgMemoryStore
+from recall_shim import LocalPostgres, PgMemoryStore
+
+from .conftest import start_postgres
 
 
 @pytest.fixture(scope="module")
 def ann_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     work = tmp_path_factory.mktemp("pg_ann")
     server = LocalPostgres(work / "data", schema=bench_pg.SCHEMA)
-    try:
-        conn = server.start()
-    except BackendUnavailable as exc:
-        if os.environ.get("AGENT_MEMORY_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required here but could not start: {exc}")
-        pytest.skip(f"PostgreSQL with pgvector could not be started: {exc}")
+    conn = start_postgres(server)
     try:
         spec = SynthSpec(4000, 384)
         snap = write_snapshot(spec, work / "serving", compiled_recall_queries(384, work))

@@ -15,9 +15,9 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from recall_shim import BackendUnavailable, LocalPostgres
+from recall_shim import LocalPostgres
 
-from .conftest import DEMO_LOG, free_port
+from .conftest import DEMO_LOG, free_port, start_postgres
 
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
 
@@ -26,12 +26,7 @@ SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟�
 def pg_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Environment selecting a fresh PostgreSQL store for the CLI and the server."""
     server = LocalPostgres(tmp_path_factory.mktemp("pg_cli") / "data", schema="cli_store")
-    try:
-        conn = server.start()
-    except BackendUnavailable as exc:
-        if os.environ.get("AGENT_MEMORY_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required here but could not start: {exc}")
-        pytest.skip(f"PostgreSQL with pgvector could not be started: {exc}")
+    conn = start_postgres(server)
     env = dict(os.environ)
     env.update(conn.dbt_env())
     env["AGENT_MEMORY_PG_WORK_DIR"] = str(tmp_path_factory.mktemp("pg_cli_work"))
