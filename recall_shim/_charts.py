@@ -17,12 +17,17 @@ W, H = 640, 300
 M_LEFT, M_RIGHT, M_TOP, M_BOTTOM = 56, 16, 48, 44
 
 
-def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def _nice_ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> list[float]:
+    """Round ticks from ``lo`` to at least ``hi``; ``integer`` (counts) keeps every step a whole
+    number (1, 2, 5, 10, ...; never 2.5 or 0.5)."""
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / n
+    if integer:
+        raw = max(raw, 1.0)
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    steps = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = next(m * mag for m in steps if m * mag >= raw)
     start = math.floor(lo / step) * step
     ticks = []
     t = start
@@ -51,7 +56,8 @@ def _clip(text: str, columns: int) -> str:
 def _frame(chart_id: str, title: str, body: list[str], height: int = H) -> str:
     return (
         f'<svg class="chart" id="{escape(chart_id)}" xmlns="http://www.w3.org/2000/svg" '
-        f'viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-label="{escape(title)}">'
+        f'viewBox="0 0 {W} {height}" width="100%" preserveAspectRatio="xMinYMin meet" role="img" '
+        f'aria-label="{escape(title)}">'
         f"<title>{escape(title)}</title>"
         f'<text class="chart-title" x="{M_LEFT}" y="20" font-size="14" font-weight="600">{escape(title)}</text>'
         + "".join(body) + "</svg>"
@@ -86,8 +92,10 @@ def _legend(names: Sequence[str], colors: Sequence[str]) -> list[str]:
     return out
 
 
-def line_chart(chart_id: str, title: str, series: dict[str, list[tuple[date, float]]], y_label: str) -> str:
-    """Step lines over dates, one per series (e.g. cumulative memories per kind)."""
+def line_chart(chart_id: str, title: str, series: dict[str, list[tuple[date, float]]], y_label: str,
+               dashed: set[str] | frozenset[str] = frozenset()) -> str:
+    """Step lines over dates, one per series (e.g. cumulative memories per kind); the y axis counts
+    (integer ticks). Series named in ``dashed`` are drawn dashed in grey."""
     points = [p for s in series.values() for p in s]
     if not points:
         return _empty(chart_id, title, "no memories yet")
@@ -96,7 +104,7 @@ def line_chart(chart_id: str, title: str, series: dict[str, list[tuple[date, flo
     if d1 == d0:
         d0, d1 = d0 - 1, d1 + 1
     ymax = max(p[1] for p in points)
-    ticks = _nice_ticks(0, ymax)
+    ticks = _nice_ticks(0, ymax, integer=True)
     top = ticks[-1] if ticks[-1] > 0 else 1
 
     def x_of(d: date) -> float:
@@ -114,7 +122,7 @@ def line_chart(chart_id: str, title: str, series: dict[str, list[tuple[date, flo
                     f"{d.isoformat()}</text>")
     colors = []
     for i, (name, pts) in enumerate(series.items()):
-        color = PALETTE[i % len(PALETTE)]
+        color = "#777" if name in dashed else PALETTE[i % len(PALETTE)]
         colors.append(color)
         pts = sorted(pts)
         if not pts:
@@ -123,8 +131,9 @@ def line_chart(chart_id: str, title: str, series: dict[str, list[tuple[date, flo
         for (_, v0), (d, v) in zip(pts, pts[1:]):
             path.append(f"H{x_of(d):.1f}V{y_of(v):.1f}")
         path.append(f"H{W - M_RIGHT}")
+        dash = ' stroke-dasharray="6,4"' if name in dashed else ""
         body.append(f'<path class="series" data-series="{escape(name)}" d="{"".join(path)}" fill="none" '
-                    f'stroke="{color}" stroke-width="2"/>')
+                    f'stroke="{color}" stroke-width="2"{dash}/>')
         for d, v in pts:
             body.append(f'<circle cx="{x_of(d):.1f}" cy="{y_of(v):.1f}" r="3" fill="{color}">'
                         f"<title>{escape(name)} {d.isoformat()}: {_fmt(v)}</title></circle>")
@@ -146,7 +155,7 @@ def histogram(
         return _empty(chart_id, title, "no data yet")
     lo, hi = edges[0], edges[-1]
     ymax = max(max(c) for c in layers.values())
-    ticks = _nice_ticks(0, ymax)
+    ticks = _nice_ticks(0, ymax, integer=True)
     top = ticks[-1] if ticks[-1] > 0 else 1
 
     def x_of(v: float) -> float:

@@ -1,15 +1,16 @@
 """``agent-memory report``: one self-contained HTML page about a store, for analysts.
 
-Plots (inline SVG, no external URL, no JavaScript library): memories per kind over time, the
-strength histogram, the similarity histogram of the standing recall intents against their
-user's memories (to choose ``recall_min_sim``), and the most accessed memories; plus summary
-figures, what the last build added and the LLM token ledger. Reads the warehouse read-only,
-waiting for a running build to finish (shared lock on the store's build lock).
+Plots (inline SVG scaled to the card width, no external URL, no JavaScript library): memories
+per kind over time (superseded ones as their own dashed line), the strength histogram, the
+similarity histogram of recall queries against their user's memories (standing intents, else a
+sample of the user's own messages: ``_report_sim.py``; to choose ``recall_min_sim``), and the
+most accessed memories; plus summary figures, what the last build added (superseded memories
+marked) and the LLM token ledger. Reads the warehouse read-only, waiting for a running build to
+finish (``_warehouse.read_warehouse``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import math
 import os
 from collections import defaultdict
@@ -24,8 +25,11 @@ import duckdb
 from ._charts import hbar_chart, histogram, line_chart
 from ._errors import StoreNotBuilt
 from ._paths import StorePaths
+from ._report_sim import collect_similarities
+from ._warehouse import read_warehouse, rows as _rows, tables as _tables
 
 CHART_IDS = ("chart-kinds-over-time", "chart-strength", "chart-similarity", "chart-top-accessed")
+SUPERSEDED = "superseded (all kinds)"  # the dashed series of the first chart, by the day it was superseded
 
 
 @dataclass
@@ -34,37 +38,20 @@ class ReportData:
     summary: dict[str, Any]
     kinds_over_time: dict[str, list[tuple[date, float]]]
     strengths: list[float]
-    similarities: list[tuple[float, bool]]  # (cosine, is the best match of its intent)
+    similarities: list[tuple[float, bool]]  # (cosine, is the best match of its query)
     min_sim: float | None
     top_accessed: list[dict[str, Any]]
     last_build_added: list[dict[str, Any]]
     llm: dict[str, Any] | None
+    similarity_queries: tuple[int, int] = (0, 0)  # (standing intents, sampled messages)
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-
-
-def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
 def collect(db: str | os.PathLike[str]) -> ReportData:
     """Read what the report shows from the store's warehouse."""
     paths = StorePaths.of(db)
-    if not paths.db.exists():
-        raise StoreNotBuilt(f"no warehouse at {paths.db}: run `agent-memory build --db {paths.db}` first")
-    paths.build_lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(paths.build_lock, "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        con = duckdb.connect(str(paths.db), read_only=True)
-        try:
-            return _collect(con, paths)
-        finally:
-            con.close()
+    with read_warehouse(paths) as con:
+        return _collect(con, paths)
 
 
 def _collect(con: duckdb.DuckDBPyConnection, paths: StorePaths) -> ReportData:
@@ -99,24 +86,18 @@ def _collect(con: duckdb.DuckDBPyConnection, paths: StorePaths) -> ReportData:
         for day in sorted(per_day[kind]):
             total += per_day[kind][day]
             kinds_over_time[kind].append((day, float(total)))
+    superseded, total = [], 0
+    for day, n in con.execute("select valid_to::date, count(*) from long_term_memory where valid_to is not null "
+                              "group by all order by 1").fetchall():
+        total += n
+        superseded.append((day, float(total)))
+    if superseded:
+        kinds_over_time[SUPERSEDED] = superseded
 
     strengths = [float(r[0]) for r in con.execute(
         "select strength from long_term_memory where valid_to is null and strength is not null").fetchall()]
 
-    similarities: list[tuple[float, bool]] = []
-    if "int_recall_intent_embeddings" in tables:
-        similarities = [(float(s), bool(b)) for s, b in con.execute("""
-            with pairs as (
-                select
-                    i.intent_id,
-                    array_cosine_similarity(m.embedding, i.embedding) as similarity
-                from int_recall_intent_embeddings as i
-                inner join long_term_memory as m
-                    on m.user_id = i.user_id and m.valid_to is null
-            )
-            select similarity, row_number() over (partition by intent_id order by similarity desc) = 1
-            from pairs
-            where similarity is not null and not isnan(similarity)""").fetchall()]
+    sims = collect_similarities(con)
 
     top_accessed = _rows(con, """
         select memory_id, user_id, kind, content, access_count, round(strength, 3) as strength, last_accessed
@@ -139,7 +120,9 @@ def _collect(con: duckdb.DuckDBPyConnection, paths: StorePaths) -> ReportData:
                 inner join loads using (message_id)
                 group by t.memory_id
             )
-            select t.user_id, t.kind, t.content, f.first_loaded_at as loaded_at
+            select t.user_id, t.kind, t.content,
+                case when t.valid_to is null then 'current' else 'superseded ' || t.valid_to::date end as status,
+                f.first_loaded_at as loaded_at
             from long_term_memory as t
             inner join first_loads as f using (memory_id)
             where f.first_loaded_at = (select max(loaded_at) from session_log)
@@ -156,8 +139,8 @@ def _collect(con: duckdb.DuckDBPyConnection, paths: StorePaths) -> ReportData:
                    coalesce(sum(completion_tokens), 0) as completion_tokens
             from llm_token_ledger""")[0]
 
-    return ReportData(str(paths.db), summary, kinds_over_time, strengths, similarities, min_sim,
-                      top_accessed, last_build_added, llm)
+    return ReportData(str(paths.db), summary, kinds_over_time, strengths, sims.pairs, min_sim,
+                      top_accessed, last_build_added, llm, (sims.intents, sims.messages))
 
 
 def _edges(lo: float, hi: float, width: float, max_bins: int = 60) -> list[float]:
@@ -180,7 +163,7 @@ def _counts(values: list[float], edges: list[float]) -> list[int]:
 def charts(data: ReportData) -> dict[str, str]:
     """The four SVG charts, by id."""
     out = {CHART_IDS[0]: line_chart(CHART_IDS[0], "Memories per kind over time (cumulative, by creation day)",
-                                     data.kinds_over_time, "memories")}
+                                     data.kinds_over_time, "memories", dashed={SUPERSEDED})}
     s_edges = _edges(min(data.strengths + [0.3]), 1.0, 0.05)
     out[CHART_IDS[1]] = histogram(CHART_IDS[1], "Strength of current memories", s_edges,
                                   {"memories": _counts(data.strengths, s_edges)} if data.strengths else {},
@@ -190,10 +173,10 @@ def charts(data: ReportData) -> dict[str, str]:
         lo = min(sims + ([data.min_sim] if data.min_sim is not None else []))
         sim_edges = _edges(lo, max(sims + [lo + 0.01]), 0.01)
         layers = {"other memories": _counts([s for s, best in data.similarities if not best], sim_edges),
-                  "best match per intent": _counts([s for s, best in data.similarities if best], sim_edges)}
+                  "best match per query": _counts([s for s, best in data.similarities if best], sim_edges)}
     else:
         sim_edges, layers = [0.0, 1.0], {}
-    out[CHART_IDS[2]] = histogram(CHART_IDS[2], "Cosine similarity of standing intents to their user's memories",
+    out[CHART_IDS[2]] = histogram(CHART_IDS[2], "Cosine similarity of recall queries to their user's memories",
                                   sim_edges, layers, "raw cosine similarity", threshold=data.min_sim,
                                   threshold_label="recall_min_sim")
     labels = [f"[{m['kind']}] {m['content']} ({m['user_id']})" for m in data.top_accessed]
@@ -206,8 +189,10 @@ def _table(rows: list[dict[str, Any]], cols: list[str], empty: str) -> str:
     if not rows:
         return f'<p class="empty">{escape(empty)}</p>'
     head = "".join(f"<th>{escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{escape('' if r.get(c) is None else str(r.get(c)))}</td>" for c in cols)
-                   + "</tr>" for r in rows)
+    body = "".join(
+        ('<tr class="superseded">' if str(r.get("status", "")).startswith("superseded") else "<tr>")
+        + "".join(f'<td class="{escape(c)}">{escape("" if r.get(c) is None else str(r.get(c)))}</td>' for c in cols)
+        + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -216,24 +201,32 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto San
 h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}.meta{color:#666;font-size:12px}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:16px 0}.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:110px}
 .card b{display:block;font-size:20px}.card span{font-size:11px;color:#666}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(660px,1fr));gap:14px}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:14px}
+svg.chart{display:block;width:100%;height:auto}
 .panel{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px}.panel p{font-size:12px;color:#555;margin:4px 8px}
 table{border-collapse:collapse;background:#fff;font-size:12px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:left}
+tr.superseded td{color:#888;text-decoration:line-through}tr.superseded td.status{text-decoration:none}
 .empty{color:#888;font-size:12px}
 """
 
-# Marks the page once the browser has laid out every chart (tests read this from the DOM).
+# Marks the page once the browser has laid out every chart, and counts the charts as wide as their card
+# (less its padding); tests read both from the DOM.
 SCRIPT = """
-(function(){var n=0;document.querySelectorAll('svg.chart').forEach(function(s){var b=s.getBBox();
-if(b.width>0&&b.height>0){n++;}});document.body.setAttribute('data-charts-rendered',String(n));})();
+(function(){var n=0,f=0;document.querySelectorAll('svg.chart').forEach(function(s){var b=s.getBBox();
+if(b.width>0&&b.height>0){n++;}var w=s.getBoundingClientRect().width,p=s.parentElement.clientWidth;
+if(w>=p-20){f++;}});document.body.setAttribute('data-charts-rendered',String(n));
+document.body.setAttribute('data-charts-fill-card',String(f));})();
 """
 
 NOTES = {
-    CHART_IDS[0]: "Cumulative count of memories (current and superseded) by the day they were first said.",
+    CHART_IDS[0]: "Cumulative count of memories (current and superseded) by the day they were first said; "
+                  "the dashed line counts superseded memories by the day a newer value replaced them.",
     CHART_IDS[1]: "Strength decays per day since the last access or mention and recovers on each one; "
                   "recall ranks by fused relevance weighted by strength.",
-    CHART_IDS[2]: "Every (standing intent, memory of the same user) pair from seeds/recall_intents.csv. "
-                  "A good recall_min_sim keeps the best matches right of the line and most others left.",
+    CHART_IDS[2]: "Every (query, current memory of the same user) pair. Queries are the standing intents of "
+                  "seeds/recall_intents.csv for users that have some, else a sample of each user's own messages "
+                  "(never paired with memories made from that message). A good recall_min_sim keeps the best "
+                  "matches right of the line and most others left.",
     CHART_IDS[3]: "Accesses are recalls that returned the memory; each reinforces it at the next build.",
 }
 
@@ -247,8 +240,10 @@ def render_html(data: ReportData) -> str:
         cards += [("LLM tokens in", data.llm["prompt_tokens"]), ("LLM tokens out", data.llm["completion_tokens"])]
     card_html = "".join(f'<div class="card"><b>{escape(str(v if v is not None else "-"))}</b><span>{escape(k)}</span></div>'
                         for k, v in cards)
-    panels = "".join(f'<div class="panel">{svg}<p>{escape(NOTES[cid])}</p></div>' for cid, svg in charts(data).items())
-    added = _table(data.last_build_added, ["user_id", "kind", "content", "loaded_at"],
+    notes = dict(NOTES)
+    notes[CHART_IDS[2]] += " Here: {} standing intents, {} sampled messages.".format(*data.similarity_queries)
+    panels = "".join(f'<div class="panel">{svg}<p>{escape(notes[cid])}</p></div>' for cid, svg in charts(data).items())
+    added = _table(data.last_build_added, ["user_id", "kind", "content", "status", "loaded_at"],
                    "The last build added no memories.")
     top = _table(data.top_accessed, ["user_id", "kind", "content", "access_count", "strength", "last_accessed"],
                  "No recall has accessed a memory yet.")

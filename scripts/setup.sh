@@ -11,8 +11,12 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 # Headless Chromium (Debian's package) renders the HTML report in the test suite. Installed only
 # when missing and apt can run (CI runs this as root); without it that test is skipped locally.
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  echo "== installing chromium (apt-get) for the report render test"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-    || echo "setup: could not install chromium; the report render test will be skipped (fails under CI)" >&2
+# Debian's fonts-noto-cjk gives it the CJK font the report's Chinese text renders in (no boxes).
+apt_packages=()
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
+{ command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh family | grep -q "Noto Sans CJK"; } || apt_packages+=(fonts-noto-cjk)
+if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "== installing ${apt_packages[*]} (apt-get) for the report render test"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } \
+    || echo "setup: could not install ${apt_packages[*]}; the report render test will be skipped (fails under CI)" >&2
 fi

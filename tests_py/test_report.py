@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._report import CHART_IDS, write_report
+from recall_shim._charts import _nice_ticks
+from recall_shim._report import CHART_IDS, collect, write_report
 
 from .conftest import DEMO_LOG, query
 
@@ -26,6 +27,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryStore, Path]
     folder = tmp_path_factory.mktemp("report")
     store = MemoryStore(folder / "r.duckdb")
     store.ingest(DEMO_LOG)
+    # a Chinese-speaking user without standing intents: the threshold chart samples her messages;
+    # her second output-format preference supersedes the first
+    for seq, text in enumerate(["以后请用表格回答", "我养了一只猫叫咪咪", "我喜欢喝绿茶和乌龙茶",
+                                "周末我们去杭州玩了两天，西湖很美", "以后请用列表回答"], start=1):
+        store.remember("xiaomei", text, session_id="zh-1", msg_seq=seq, ts=f"2026-01-0{seq}T09:00:00Z")
     store.build()
     for q in ("喜欢什么输出方式", "喜欢什么输出方式", "Where does the user live?"):
         store.recall(q, user_id="demo" if q.startswith("喜") else "alice", min_sim=0, top_k=1)
@@ -54,6 +60,44 @@ def test_report_is_self_contained_and_shows_the_store(report: tuple[MemoryStore,
     assert 'class="threshold"' in sim and "recall_min_sim 0.8" in sim
 
 
+def _chart(html: str, chart_id: str) -> str:
+    return re.search(rf'<svg class="chart" id="{chart_id}".*?</svg>', html, re.S).group(0)
+
+
+def test_threshold_chart_samples_messages_of_users_without_intents(report: tuple[MemoryStore, Path]) -> None:
+    store, path = report
+    data = collect(store.paths.db)
+    intents, sampled = data.similarity_queries
+    # demo's and alice's standing intents; xiaomei has none: her five messages are sampled
+    assert intents == query(store, "select count(*) from int_recall_intent_embeddings")[0][0] > 0 and sampled == 5
+    with_intents = query(store, """
+        select count(*) from int_recall_intent_embeddings as i
+        inner join long_term_memory as m on m.user_id = i.user_id and m.valid_to is null""")[0][0]
+    assert len(data.similarities) > with_intents
+    assert f"{intents} standing intents, 5 sampled messages" in path.read_text(encoding="utf-8")
+
+
+def test_superseded_memories_are_marked(report: tuple[MemoryStore, Path]) -> None:
+    _, path = report
+    html = path.read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="superseded">(.*?)</tr>', html)
+    assert any("用户希望用表格回答" in r and "superseded 2026-01-05" in r for r in rows), rows
+    assert "用户希望用列表回答" in re.search(r'<tr><td class="user_id">xiaomei</td><td class="kind">preference</td>'
+                                    r'<td class="content">用户希望用列表回答</td><td class="status">current</td>', html).group(0)
+    kinds = _chart(html, "chart-kinds-over-time")
+    assert 'data-series="superseded (all kinds)"' in kinds and 'stroke-dasharray="6,4"' in kinds
+
+
+def test_count_axes_have_integer_ticks_and_charts_fill_the_card(report: tuple[MemoryStore, Path]) -> None:
+    for ymax in range(1, 200):
+        assert all(float(t).is_integer() for t in _nice_ticks(0, ymax, integer=True)), ymax
+    html = report[1].read_text(encoding="utf-8")
+    for cid in CHART_IDS[:3]:
+        labels = re.findall(r'text-anchor="end" font-size="11">([^<]+)</text>', _chart(html, cid))
+        assert labels and all(re.fullmatch(r"\d+", t) for t in labels), (cid, labels)
+    assert html.count('class="chart"') == 4 and html.count('width="100%"') == 4
+
+
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],  # type: ignore[list-item]
                           capture_output=True, text=True, timeout=180)
@@ -69,6 +113,11 @@ def test_report_renders_in_headless_chromium(report: tuple[MemoryStore, Path], t
     assert dom.returncode == 0, dom.stderr[-2000:]
     # the page's own script counts the charts the browser laid out with a non-empty box
     assert 'data-charts-rendered="4"' in dom.stdout
+    assert 'data-charts-fill-card="4"' in dom.stdout  # each chart is as wide as its card
+    # the Chinese content renders in a CJK font (scripts/setup.sh installs Debian's fonts-noto-cjk)
+    fonts = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    assert "Noto Sans CJK" in fonts, "no CJK font: scripts/setup.sh installs fonts-noto-cjk"
+    assert "咪咪" in dom.stdout and "用户偏好简洁的输出，喜欢用表格" in dom.stdout
     for cid in CHART_IDS:
         assert f'id="{cid}"' in dom.stdout
     shot = tmp_path / "report.png"
