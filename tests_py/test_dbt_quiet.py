@@ -26,8 +26,9 @@ def test_plain_dbt_command_sends_nothing(tmp_path: Path) -> None:
     env.update(AGENT_MEMORY_DB=str(tmp_path / "s.duckdb"), AGENT_MEMORY_INBOX=str(tmp_path / "s.inbox"),
                DBT_TARGET_PATH=str(tmp_path / "target"), DBT_LOG_PATH=str(tmp_path / "logs"))
     dbt = Path(sys.executable).with_name("dbt")
-    # `dbt deps` (no packages) is the cheapest command that reads the project's flags and starts tracking
-    proc = subprocess.run([str(dbt), "deps", "--project-dir", str(ROOT), "--profiles-dir", str(tmp_path)],
+    # `dbt debug` reads the project's flags and starts tracking like any command, and writes nothing
+    # into the project (its connection test opens the scratch store above)
+    proc = subprocess.run([str(dbt), "debug", "--project-dir", str(ROOT), "--profiles-dir", str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = (tmp_path / "logs" / "dbt.log").read_text(encoding="utf-8")
