@@ -7,18 +7,19 @@ import re
 import shutil
 import struct
 import subprocess
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._charts import _nice_ticks
+from recall_shim._charts import histogram, line_chart
 from recall_shim._report import CHART_IDS, collect, write_report
 
 from .conftest import DEMO_LOG, query
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 
 
@@ -88,12 +89,23 @@ def test_superseded_memories_are_marked(report: tuple[MemoryStore, Path]) -> Non
     assert 'data-series="superseded (all kinds)"' in kinds and 'stroke-dasharray="6,4"' in kinds
 
 
-def test_count_axes_have_integer_ticks_and_charts_fill_the_card(report: tuple[MemoryStore, Path]) -> None:
-    for ymax in range(1, 200):
-        assert all(float(t).is_integer() for t in _nice_ticks(0, ymax, integer=True)), ymax
+def _y_labels(svg: str) -> list[str]:
+    return re.findall(r'text-anchor="end" font-size="11">([^<]+)</text>', svg)
+
+
+def test_count_axes_have_integer_ticks() -> None:
+    for top in range(1, 200):
+        svg = histogram("h", "counts", [0.0, 0.5, 1.0], {"memories": [top, 1]}, "x")
+        labels = _y_labels(svg)
+        assert labels and all(re.fullmatch(r"\d+", t) for t in labels), (top, labels)
+        line = line_chart("l", "counts", {"fact": [(date(2026, 1, 1), 1.0), (date(2026, 1, 2), float(top))]}, "n")
+        assert all(re.fullmatch(r"\d+", t) for t in _y_labels(line)), (top, _y_labels(line))
+
+
+def test_charts_fill_the_card_and_count_axes_are_whole(report: tuple[MemoryStore, Path]) -> None:
     html = report[1].read_text(encoding="utf-8")
     for cid in CHART_IDS[:3]:
-        labels = re.findall(r'text-anchor="end" font-size="11">([^<]+)</text>', _chart(html, cid))
+        labels = _y_labels(_chart(html, cid))
         assert labels and all(re.fullmatch(r"\d+", t) for t in labels), (cid, labels)
     assert html.count('class="chart"') == 4 and html.count('width="100%"') == 4
 
