@@ -14,7 +14,7 @@ fi
 # Debian's fonts-noto-cjk gives it the CJK font the report's Chinese text renders in (no boxes).
 apt_packages=()
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
-{ command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh family | grep -q "Noto Sans CJK"; } || apt_packages+=(fonts-noto-cjk)
+{ command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh family | grep "Noto Sans CJK" >/dev/null; } || apt_packages+=(fonts-noto-cjk)
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "== installing ${apt_packages[*]} (apt-get) for the report render test"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null; } \
