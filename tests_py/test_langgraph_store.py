@@ -194,3 +194,13 @@ def test_docs_example_runs(world: dict[str, Any]) -> None:
     out = app.invoke({"messages": [HumanMessage("What is my dog called?")], "user_id": "alice"},
                      {"configurable": {"thread_id": "docs"}})
     assert "Biscuit" in out["memory"]
+
+
+def test_without_langgraph_the_import_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['langgraph'] = sys.modules['langchain_core'] = None\n"
+            "import recall_shim.langgraph\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "pip install 'agent-memory[langgraph]'" in proc.stderr, proc.stderr[-2000:]
