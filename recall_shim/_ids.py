@@ -8,7 +8,8 @@ PostgreSQL stores) for ``user_id``, ``session_id``, ``agent_id`` and ``message_i
 * not empty, no surrounding whitespace, at most var ``max_user_id_chars`` characters;
 * no control (Cc), format (Cf: zero-width space, BOM, bidi overrides), surrogate (Cs),
   unassigned (Cn) or line/paragraph separator (Zl, Zp) characters: ids that look alike are the
-  same bytes or are refused.
+  same bytes or are refused. The one exception is a zero-width joiner inside an emoji sequence
+  ("👩‍💻") and a zero-width non-joiner between two non-ASCII letters, where they are visible.
 
 Breaking the rule raises :class:`InvalidId` (an InvalidInput and an InvalidQuery) whose
 ``reason`` is the reject reason of a landed row (``invalid_user_id``, ``invalid_session_id``...).
@@ -30,9 +31,21 @@ INTEGER_ID_FIELDS = frozenset({"session_id", "message_id"})
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"})
 
 
+def _joiner_ok(value: str, i: int) -> bool:
+    """Zero-width (non-)joiners are visible in context only (after RFC 5892's CONTEXTJ): ZWJ
+    inside an emoji sequence (👩‍💻), ZWNJ between two non-ASCII letters (Persian, Indic)."""
+    if not 0 < i < len(value) - 1:
+        return False
+    before, after = value[i - 1], value[i + 1]
+    if value[i] == "\u200d":
+        return unicodedata.category(after) == "So" and (unicodedata.category(before) in ("So", "Sk")
+                                                         or before == "\ufe0f")
+    return all(not c.isascii() and unicodedata.category(c).startswith("L") for c in (before, after))
+
+
 def _bad_char(value: str) -> str | None:
-    for c in value:
-        if unicodedata.category(c) in _BAD_CATEGORIES:
+    for i, c in enumerate(value):
+        if unicodedata.category(c) in _BAD_CATEGORIES and not (c in "\u200c\u200d" and _joiner_ok(value, i)):
             return c
     return None
 

@@ -106,7 +106,8 @@ def message_row(user_id: Any, content: Any, *, role: Any = "user", session_id: A
     """The session-log row of one ``remember`` call, with its defaults (shared by both stores)."""
     return {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
             "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000, "role": role,
-            "content": content, "ts": ts or utc_now_iso(), "message_id": message_id or f"msg_{uuid.uuid4().hex}"}
+            "content": content, "ts": ts or utc_now_iso(),
+            "message_id": f"msg_{uuid.uuid4().hex}" if message_id is None else message_id}
 
 
 def refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
