@@ -142,9 +142,8 @@ def admit(row: Mapping[str, Any] | UnreadableLine, landed_at: str, limits: DoorL
 
 def admit_strict(row: Mapping[str, Any], landed_at: str, limits: DoorLimits, where: str = "") -> dict[str, Any]:
     """The landing record of one row a caller hands over, or the exception that refuses it:
-    ContentTooLong, InvalidId, or InvalidInput for a wrong type. ``user_id`` is required."""
-    if row.get("user_id") is None:
-        raise InvalidId(f"{where}user_id is required", "invalid_user_id")
+    ContentTooLong, InvalidId, or InvalidInput for a wrong type or text that is not valid Unicode.
+    Missing values (a None user_id, blank content) are staging's to reject, as for files."""
     record, verdict = _judge(row, landed_at, limits)
     if verdict.reason is None and verdict.repaired:
         field = verdict.repaired[0]
