@@ -24,7 +24,7 @@ from ._ids import forget_id, normalise_id
 from ._landing import read_input_file, utc_now_iso, write_landing_file
 from ._limits import door_limits
 from ._locks import file_lock
-from ._paths import PROJECT_ENV, StorePaths, project_dir
+from ._paths import PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings, SnapshotReader, prune_snapshots, update_index
 
