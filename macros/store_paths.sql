@@ -28,6 +28,12 @@
   {{ return(files if marker in files else files + [marker]) }}
 {%- endmacro %}
 
+{#- The largest landing line read_json accepts. The door (recall_shim/_door.py) keeps new lines
+    far below it (max_content_chars characters, at most 12 bytes each as ensure_ascii JSON), but
+    files landed by older versions may hold a single 34 MB message: a build must load it (staging
+    rejects it as content_too_long) rather than fail for every user. 1 GiB bounds a line's buffer. -#}
+{% macro landing_max_object_bytes() -%}1073741824{%- endmacro %}
+
 {#- read_json over one landing folder (or the given list of its files) with an explicit schema;
     every value lands as text so that staging, not the reader, decides what is valid. -#}
 {% macro read_landing(folder, columns, files=none) -%}
@@ -38,6 +44,7 @@ read_json(
     [{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
     {%- endif %}
     format = 'newline_delimited',
+    maximum_object_size = {{ landing_max_object_bytes() }},
     columns = {
       {%- for name, type in columns.items() %}
         '{{ name }}': '{{ type }}'{{ "," if not loop.last }}

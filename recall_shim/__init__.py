@@ -12,7 +12,9 @@ from ._errors import (
     AgentMemoryError,
     BackendUnavailable,
     BuildFailed,
+    ContentTooLong,
     DimensionMismatch,
+    InvalidId,
     InvalidInput,
     InvalidQuery,
     StoreBusy,
@@ -20,6 +22,7 @@ from ._errors import (
     UnknownEmbeddingModel,
 )
 from ._forget import ForgetReport
+from ._ids import normalise_id
 from ._pg import LocalPostgres, PgConnection
 from ._pg_store import PgMemoryStore
 from ._prompt import format_prompt
@@ -38,10 +41,13 @@ __all__ = [
     "BuildResult",
     "ForgetReport",
     "format_prompt",
+    "normalise_id",
     "AgentMemoryError",
     "BackendUnavailable",
     "BuildFailed",
+    "ContentTooLong",
     "DimensionMismatch",
+    "InvalidId",
     "InvalidInput",
     "InvalidQuery",
     "StoreBusy",

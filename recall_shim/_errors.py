@@ -23,6 +23,21 @@ class InvalidInput(AgentMemoryError):
     """An ingest file or a remembered message cannot be read at all."""
 
 
+class InvalidId(InvalidInput, InvalidQuery):
+    """A user/session/agent/message id breaks the one id rule (recall_shim/_ids.py): not a string,
+    empty, surrounding whitespace, control or invisible format characters, too long. ``reason`` is
+    the reject reason a landed row gets for it (``invalid_user_id``, ``invalid_session_id``, ...).
+    Raised by writes and reads alike, so it is both an InvalidInput and an InvalidQuery."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ContentTooLong(InvalidInput):
+    """A message's content is longer than the store's var ``max_content_chars`` (HTTP 413)."""
+
+
 class UnknownEmbeddingModel(AgentMemoryError):
     """The configured embedding model is not in the registry."""
 

@@ -5,69 +5,26 @@ A landing file is written to a temporary name, fsynced, then renamed into place 
 fsynced): a reader sees a whole file or none, and a write is acknowledged only once durable.
 Every value is written as text with ``ensure_ascii`` JSON, so any byte sequence survives the trip:
 invalid UTF-8 in any field of an input file is replaced with U+FFFD and flagged
-(``content_invalid_utf8``), and staging rejects the row.
+(``content_invalid_utf8``), and staging rejects the row. What a row may be is checked before it
+lands, at the door (recall_shim/_door.py).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator
 
+from ._door import UnreadableLine
 from ._errors import InvalidInput
-
-MESSAGE_FIELDS = ("user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts", "message_id")
-
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        return value.isoformat(sep=" ")
-    if isinstance(value, float) and value != value:  # NaN from pandas-style inputs
-        return None
-    return str(value)
-
-
-def _clean(value: str) -> tuple[str, bool]:
-    """(valid UTF-8 text, whether it had to be repaired). Undecodable bytes become U+FFFD."""
-    try:
-        value.encode("utf-8")
-        return value, False
-    except UnicodeEncodeError:
-        pass
-    try:
-        raw = value.encode("utf-8", errors="surrogateescape")
-    except UnicodeEncodeError:  # lone surrogates from JSON escapes
-        raw = value.encode("utf-8", errors="replace")
-    return raw.decode("utf-8", errors="replace"), True
-
-
-def message_record(row: Mapping[str, Any], landed_at: str) -> dict[str, Any]:
-    """Normalise one input row to the landing schema (all text) without judging it."""
-    record: dict[str, Any] = {"landing_id": uuid.uuid4().hex, "landed_at": landed_at}
-    invalid = bool(row.get("content_invalid_utf8", False))
-    for field in MESSAGE_FIELDS:
-        value = row.get(field)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="surrogateescape")
-        text = _text(value)
-        if text is not None:
-            text, repaired = _clean(text)
-            invalid = invalid or repaired  # any field: an id must never change silently
-        record[field] = text
-    record["content_invalid_utf8"] = invalid
-    return record
 
 
 def write_landing_file(folder: Path, records: list[dict[str, Any]]) -> Path | None:
@@ -94,27 +51,92 @@ def write_landing_file(folder: Path, records: list[dict[str, Any]]) -> Path | No
 
 # --- reading input files --------------------------------------------------------------------
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    # surrogateescape keeps invalid bytes as lone surrogates; message_record flags them.
-    with open(path, "r", encoding="utf-8", errors="surrogateescape", newline="\n") as fh:
+REQUIRED_COLUMNS = ("user_id", "content")
+CSV_DELIMITERS = (",", ";", "\t", "|")
+_CSV_FIELD_LIMIT = 2**31 - 1  # a huge field is the door's to refuse (content_too_long), not csv's
+
+
+def _column(name: str) -> str:
+    """A header / key as the session-log column it names: BOM, quotes, spaces and case removed."""
+    return name.lstrip("\ufeff").strip().strip('"').strip().lower()
+
+
+def _refuse_columns(path: Path, seen: Iterable[str]) -> None:
+    names = sorted(set(seen))
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise InvalidInput(f"{path}: no {' or '.join(missing)} column (found {names[:20]}); nothing was landed. "
+                           "Session-log files need user_id and content (docs/data_protection.md)")
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any] | UnreadableLine]:
+    """Every line of a JSON-lines file: an object (keys normalised like CSV headers) or, for a
+    line that is not a JSON object (bad JSON, a 4,300-digit integer, 100k levels of nesting, an
+    array), an UnreadableLine that lands as a reject. A file in which no object has user_id or
+    none has content is refused whole."""
+    rows: list[dict[str, Any] | UnreadableLine] = []
+    keys: set[str] = set()
+    # utf-8-sig drops a BOM; surrogateescape keeps invalid bytes as lone surrogates (flagged later)
+    with open(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="\n") as fh:
         for raw in fh:
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError, int digit limit, nesting depth
                 obj = None
             if not isinstance(obj, dict):
-                # Unreadable line: keep it as a row whose content is the raw line; staging rejects
-                # it (no user), so it lands in the rejects relation instead of vanishing.
-                obj = {"content": raw.rstrip("\n")}
-            yield obj
+                rows.append(UnreadableLine("invalid_json", raw.rstrip("\n")))
+                continue
+            row: dict[str, Any] = {}
+            for k, v in obj.items():
+                row.setdefault(_column(k), v)
+            keys.update(row)
+            rows.append(row)
+    if len(rows) > sum(isinstance(r, UnreadableLine) for r in rows):
+        _refuse_columns(path, keys)
+    yield from rows
+
+
+def _csv_dialect(path: Path, header: str) -> tuple[str, bool]:
+    """(delimiter, skipinitialspace): the delimiter whose split of the header line names both
+    user_id and content; ", " separators are read with skipinitialspace."""
+    for d in CSV_DELIMITERS:
+        names = header.split(d)
+        if all(c in {_column(n) for n in names} for c in REQUIRED_COLUMNS):
+            return d, any(n[:1].isspace() for n in names[1:])
+    _refuse_columns(path, (_column(n) for n in header.split(",")))
+    raise AssertionError("unreachable")
 
 
 def _read_csv(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, "r", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-        for row in csv.DictReader(fh):
-            yield {k: (v if v != "" else None) for k, v in row.items() if k is not None}
+    """Rows of a CSV file from ordinary tools: a BOM, any header case, ", " separators and the
+    delimiters , ; tab | are read correctly. A row whose field count differs from the header's
+    (an unterminated quote, an unquoted delimiter) or any quoting error refuses the whole file
+    with the line number: after it, row boundaries cannot be trusted."""
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape").lstrip("\ufeff")
+    header_line = text.split("\n", 1)[0].rstrip("\r")
+    delimiter, initial_space = _csv_dialect(path, header_line)
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, skipinitialspace=initial_space,
+                        strict=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        header = [_column(h) for h in next(reader)]
+        dupes = sorted({h for h in header if header.count(h) > 1 and h})
+        if dupes:
+            raise InvalidInput(f"{path}: the header names {dupes} more than once; nothing was landed")
+        for fields in reader:
+            if not fields or fields == [""]:
+                continue
+            if len(fields) != len(header):
+                raise InvalidInput(
+                    f"{path}: line {reader.line_num}: {len(fields)} fields, the header has {len(header)} "
+                    "(an unterminated quote or an unquoted delimiter in a value?); nothing was landed")
+            rows.append({k: (v if v != "" else None) for k, v in zip(header, fields) if k})
+    except csv.Error as exc:
+        raise InvalidInput(f"{path}: line {reader.line_num}: malformed CSV ({exc}); nothing was landed") from None
+    yield from rows
 
 
 def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
@@ -123,18 +145,17 @@ def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
     con = duckdb.connect()
     try:
         rel = con.read_parquet(str(path))
-        cols = rel.columns
-        missing = [c for c in ("user_id", "content") if c not in cols]
-        if missing:
-            raise InvalidInput(f"{path}: parquet file lacks columns {missing}")
+        cols = [_column(c) for c in rel.columns]
+        _refuse_columns(path, cols)
         for values in rel.fetchall():
             yield dict(zip(cols, values))
     finally:
         con.close()
 
 
-def read_input_file(path: str | Path) -> Iterable[dict[str, Any]]:
-    """Rows of a CSV, JSONL or Parquet file with the session-log columns."""
+def read_input_file(path: str | Path) -> Iterable[dict[str, Any] | UnreadableLine]:
+    """Rows of a CSV, JSONL or Parquet file with the session-log columns (see the readers for
+    what refuses a whole file with InvalidInput: then nothing of it lands)."""
     p = Path(path)
     if not p.is_file():
         raise InvalidInput(f"no such file: {p}")

@@ -15,10 +15,27 @@ The same derivation is written in Jinja in ``macros/store_paths.sql``; keep them
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._errors import InvalidInput
+
 EMPTY_MARKER = "_empty.jsonl"
+PROJECT_ENV = "AGENT_MEMORY_PROJECT"
+
+
+def project_dir() -> Path:
+    """The dbt project: $AGENT_MEMORY_PROJECT, else the checkout this package sits in."""
+    env = os.environ.get(PROJECT_ENV)
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[1])
+    for c in candidates:
+        if (c / "dbt_project.yml").is_file():
+            return c.resolve()
+    raise InvalidInput(
+        "cannot find the dbt project (dbt_project.yml); set AGENT_MEMORY_PROJECT to the checkout"
+    )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ._errors import BackendUnavailable
-from ._landing import message_record, utc_now_iso
+from ._landing import utc_now_iso
 
 __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
@@ -47,7 +47,7 @@ LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_la
                   "forget": "forget_landing"}
 
 MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
-                    "content_invalid_utf8", "ts", "message_id", "landed_at", "_landing_file")
+                    "content_invalid_utf8", "ts", "message_id", "landed_at", "door_reason", "_landing_file")
 _ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at", "_landing_file")
 FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file")
 
@@ -162,6 +162,8 @@ def ensure_landing(conn: PgConnection) -> None:
             f'create table if not exists "{s}".{LANDING_TABLES["messages"]} ('
             + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
             + ", primary key (landing_id))")
+        # a store created before the door (recall_shim/_door.py) lacks its column
+        con.execute(f'alter table "{s}".{LANDING_TABLES["messages"]} add column if not exists door_reason text')
         con.execute(
             f'create table if not exists "{s}".{LANDING_TABLES["access"]} ('
             + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
@@ -177,10 +179,10 @@ def ensure_landing(conn: PgConnection) -> None:
         con.commit()
 
 
-def land_messages(conn: PgConnection, rows: Iterable[Mapping[str, Any]]) -> int:
-    """INSERT session-log rows (normalised like the landing files, not judged) in one
+def land_messages(conn: PgConnection, records: Iterable[Mapping[str, Any]]) -> int:
+    """INSERT landing records (recall_shim/_door.py, exactly like the landing files) in one
     transaction; returns how many landed. Safe to call from any number of writers at once."""
-    return _insert(conn, LANDING_TABLES["messages"], MESSAGE_COLUMNS, message_values(rows))
+    return _insert(conn, LANDING_TABLES["messages"], MESSAGE_COLUMNS, message_values(records))
 
 
 def land_access(conn: PgConnection, events: Iterable[Mapping[str, Any]]) -> int:
@@ -211,9 +213,7 @@ def insert_rows(cur: Any, schema: str, table: str, columns: tuple[str, ...], val
     cur.executemany(sql, values)
 
 
-def message_values(rows: Iterable[Mapping[str, Any]], landed_at: str | None = None) -> list[tuple[Any, ...]]:
-    """Session-log rows normalised like the landing files, as tuples of MESSAGE_COLUMNS."""
-    landed_at = landed_at or utc_now_iso()
-    batch = f"pg:{landed_at}-{uuid.uuid4().hex[:12]}"
-    return [tuple(rec.get(c) if c != "_landing_file" else batch for c in MESSAGE_COLUMNS)
-            for rec in (message_record(r, landed_at) for r in rows)]
+def message_values(records: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """Landing records (recall_shim/_door.py) as tuples of MESSAGE_COLUMNS, one batch name."""
+    batch = f"pg:{utc_now_iso()}-{uuid.uuid4().hex[:12]}"
+    return [tuple(rec.get(c) if c != "_landing_file" else batch for c in MESSAGE_COLUMNS) for rec in records]

@@ -32,14 +32,18 @@ import numpy as np
 
 from ._embedding import embed_texts
 from ._errors import BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
+from ._door import admit, admit_strict
 from ._forget import ForgetReport
+from ._ids import forget_id
 from ._landing import read_input_file, utc_now_iso
+from ._limits import door_limits
 from ._pg_ann import PgAnn
 from ._pg import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
                   land_messages, message_values)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings
-from ._store import BuildResult, IngestReport, Query, _scope_id, project_dir, recall_arguments
+from ._store import (BuildResult, IngestReport, Query, message_row, project_dir, recall_arguments, refusals,
+                     scope_id)
 
 __all__ = ["PgMemoryStore", "BUILD_LOCK_KEY"]
 
@@ -141,41 +145,45 @@ class PgMemoryStore:
     def remember(self, user_id: str, content: str, *, role: str = "user", session_id: str = "default",
                  msg_seq: int | None = None, ts: str | None = None, message_id: str | None = None,
                  agent_id: str | None = None) -> str:
-        """Land one message (INSERT, one transaction); returns its message_id."""
-        message_id = message_id or f"msg_{uuid.uuid4().hex}"
-        land_messages(self.conn, [{
-            "user_id": user_id, "session_id": session_id, "agent_id": agent_id,
-            "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000,
-            "role": role, "content": content, "ts": ts or utc_now_iso(), "message_id": message_id}])
-        return message_id
+        """Land one message (INSERT, one transaction); returns its message_id. Refuses it like
+        MemoryStore.remember (InvalidId, ContentTooLong, InvalidInput)."""
+        row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
+                          message_id=message_id, agent_id=agent_id)
+        record = admit_strict(row, utc_now_iso(), door_limits())
+        land_messages(self.conn, [record])
+        return str(record["message_id"])
 
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Land many session-log rows in one transaction; returns how many landed."""
-        return land_messages(self.conn, rows)
+        """Land many session-log rows in one transaction, all or none (a refused row raises like
+        MemoryStore.remember_many); returns how many landed."""
+        landed_at, limits = utc_now_iso(), door_limits()
+        return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ") for i, r in enumerate(rows)])
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
         """Land every row of a CSV / JSONL / Parquet session log in one transaction. A file whose
-        bytes were ingested into this store before is skipped unless ``force``."""
+        bytes were ingested into this store before is skipped unless ``force``. Refused rows land
+        as rejects with their reason, like MemoryStore.ingest."""
         p = Path(path)
         if not p.is_file():
             raise InvalidInput(f"no such file: {p}")
         digest = hashlib.sha256(p.read_bytes()).hexdigest()
         s = self.conn.schema
-        landed_at = utc_now_iso()
+        landed_at, limits = utc_now_iso(), door_limits()
         with self.conn.connect() as con:
             with con.cursor() as cur:
                 cur.execute("select pg_advisory_xact_lock(hashtext(%s))", [digest])
                 seen = cur.execute(f'select 1 from "{s}".ingested_files where digest = %s', [digest]).fetchone()
                 if seen and not force:
                     return IngestReport(str(p), 0, None, skipped=True)
-                values = message_values(read_input_file(p), landed_at)
+                records = [admit(r, landed_at, limits) for r in read_input_file(p)]
+                values = message_values(records)
                 insert_rows(cur, s, LANDING_TABLES["messages"], MESSAGE_COLUMNS, values)
                 cur.execute(f'insert into "{s}".ingested_files values (%s, %s, %s, %s) on conflict (digest) do update'
                             ' set n_rows = excluded.n_rows, landed_at = excluded.landed_at',
                             [digest, str(p), len(values), landed_at])
             con.commit()
         batch = values[0][-1] if values else None
-        return IngestReport(str(p), len(values), batch)
+        return IngestReport(str(p), len(values), batch, refused=refusals(records))
 
     # --- building ------------------------------------------------------------------------
     def _dbt(self, args: list[str], vars: Mapping[str, Any] | None, full_refresh: bool) -> str:
@@ -306,8 +314,9 @@ class PgMemoryStore:
                     session_id: str | None = None) -> list[list[RecalledMemory]]:
         """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
         s = self._reader.settings
-        k, ms = recall_arguments(queries, s, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
-                                 agent_id=agent_id, session_id=session_id)
+        k, ms, user_id, agent_id, session_id = recall_arguments(
+            queries, s, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds, agent_id=agent_id,
+            session_id=session_id)
         if not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         texts = [q if isinstance(q, str) else None for q in queries]
@@ -359,7 +368,7 @@ class PgMemoryStore:
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``."""
-        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         s = self._reader.settings
@@ -373,7 +382,8 @@ class PgMemoryStore:
         (recall_shim/_pg_forget.py, docs/data_protection.md)."""
         from ._pg_forget import forget_pg
 
-        report = forget_pg(self.conn, self.work_dir, user_id=user_id, memory_id=memory_id, actor=actor)
+        report = forget_pg(self.conn, self.work_dir, user_id=forget_id(user_id, "user_id"), memory_id=memory_id,
+                           actor=actor)
         self._reader.reset()
         self._ann.reset()
         return report

@@ -10,53 +10,56 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ._embedding import embed_texts
-from ._errors import BuildFailed, InvalidInput, InvalidQuery
+from ._errors import BuildFailed, InvalidId, InvalidInput, InvalidQuery
 from ._forget import ForgetReport, forget
-from ._landing import message_record, read_input_file, utc_now_iso, write_landing_file
+from ._door import admit, admit_strict
+from ._ids import forget_id, normalise_id
+from ._landing import read_input_file, utc_now_iso, write_landing_file
+from ._limits import door_limits
 from ._locks import file_lock
-from ._paths import StorePaths
+from ._paths import PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings, SnapshotReader, prune_snapshots, update_index
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
-PROJECT_ENV = "AGENT_MEMORY_PROJECT"
 SNAPSHOTS_KEPT = 3
 
 Query = str | Sequence[float] | np.ndarray
 
 
-def _scope_id(value: Any, name: str, *, required: bool) -> str | None:
-    """A user/agent/session scope as given, or a clear error: ids are compared exactly, so one
-    that no stored row can have (blank, surrounding whitespace, control characters, not valid
-    Unicode) is refused instead of silently matching nothing or another user."""
-    if value is None and not required:
+def scope_id(value: Any, name: str, *, required: bool) -> str | None:
+    """A user/agent/session scope under the one id rule (recall_shim/_ids.py), NFC-normalised
+    like every stored id, or InvalidId (an InvalidQuery): an id that no stored row can have is
+    refused instead of silently matching nothing or another user. None when not ``required``."""
+    if value is None:
+        if required:
+            raise InvalidId(f"{name} is required: recall is always scoped to one user", f"invalid_{name}")
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidQuery(f"{name} is required: recall is always scoped to one user" if name == "user_id"
-                           else f"{name} must be a non-empty string or None")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidQuery(f"{name} is not valid Unicode (lone surrogate)") from None
-    if value != value.strip() or any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in value):
-        raise InvalidQuery(f"{name} {value!r} has surrounding whitespace or control characters; no stored row can match it")
-    return value
+    return normalise_id(value, name)
+
+
+class RecallArgs(NamedTuple):
+    top_k: int
+    min_sim: float
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
 
 
 def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, top_k: Any, min_sim: Any,
-                     kinds: Any, agent_id: Any, session_id: Any) -> tuple[int, float]:
+                     kinds: Any, agent_id: Any, session_id: Any) -> RecallArgs:
     """Check a recall's arguments against a store's settings (shared by every store type):
-    returns (top_k, min_sim) with the defaults applied, or raises InvalidQuery."""
-    _scope_id(user_id, "user_id", required=True)
-    _scope_id(agent_id, "agent_id", required=False)
-    _scope_id(session_id, "session_id", required=False)
+    returns them with the defaults applied and the ids normalised, or raises InvalidQuery."""
+    user = scope_id(user_id, "user_id", required=True)
+    agent = scope_id(agent_id, "agent_id", required=False)
+    session = scope_id(session_id, "session_id", required=False)
     if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence):
         raise InvalidQuery("queries must be a list of query texts or vectors")
     k = settings.default_top_k if top_k is None else top_k
@@ -69,21 +72,8 @@ def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, to
         if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
             raise InvalidQuery("kinds must be a list of kind names")
         for x in kinds:
-            _scope_id(x, "kind", required=True)
-    return k, float(ms)
-
-
-def project_dir() -> Path:
-    """The dbt project: $AGENT_MEMORY_PROJECT, else the checkout this package sits in."""
-    env = os.environ.get(PROJECT_ENV)
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[1])
-    for c in candidates:
-        if (c / "dbt_project.yml").is_file():
-            return c.resolve()
-    raise InvalidInput(
-        "cannot find the dbt project (dbt_project.yml); set AGENT_MEMORY_PROJECT to the checkout"
-    )
+            scope_id(x, "kind", required=True)
+    return RecallArgs(k, float(ms), user, agent, session)  # type: ignore[arg-type]
 
 
 def default_db() -> Path:
@@ -95,10 +85,38 @@ def default_db() -> Path:
 
 @dataclass(frozen=True)
 class IngestReport:
+    """What ``ingest`` did with one file. ``rows`` counts every row landed (what the next build
+    puts in session_messages or session_log_rejects); ``refused`` counts, by reason, the rows
+    among them the door refused (they land only as rejects, their content cut to the limit)."""
+
     file: str
     rows: int
     landing_file: str | None
     skipped: bool = False
+    refused: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> int:
+        """Rows that passed the door (staging may still reject some: session_log_rejects)."""
+        return self.rows - sum(self.refused.values())
+
+
+def message_row(user_id: Any, content: Any, *, role: Any = "user", session_id: Any = "default",
+                msg_seq: Any = None, ts: Any = None, message_id: Any = None, agent_id: Any = None) -> dict[str, Any]:
+    """The session-log row of one ``remember`` call, with its defaults (shared by both stores)."""
+    return {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
+            "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000, "role": role,
+            "content": content, "ts": ts or utc_now_iso(),
+            "message_id": f"msg_{uuid.uuid4().hex}" if message_id is None else message_id}
+
+
+def refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Door reasons -> counts over landing records."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.get("door_reason"):
+            out[r["door_reason"]] = out.get(r["door_reason"], 0) + 1
+    return dict(sorted(out.items()))
 
 
 @dataclass(frozen=True)
@@ -134,28 +152,32 @@ class MemoryStore:
         message_id: str | None = None,
         agent_id: str | None = None,
     ) -> str:
-        """Append one message to the session log (durable when this returns); returns its id."""
-        message_id = message_id or f"msg_{uuid.uuid4().hex}"
+        """Append one message to the session log (durable when this returns); returns its id.
+        Raises InvalidId (an id breaks the id rule, recall_shim/_ids.py), ContentTooLong (more than
+        var max_content_chars characters) or InvalidInput (a wrong type); nothing lands then."""
+        row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
+                          message_id=message_id, agent_id=agent_id)
+        record = admit_strict(row, utc_now_iso(), door_limits())
         with file_lock(self.paths.write_lock, exclusive=False):
-            row = {
-                "user_id": user_id, "session_id": session_id, "agent_id": agent_id,
-                "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000,
-                "role": role, "content": content, "ts": ts or utc_now_iso(), "message_id": message_id,
-            }
-            write_landing_file(self.paths.messages, [message_record(row, utc_now_iso())])
-        return message_id
+            write_landing_file(self.paths.messages, [record])
+        return str(record["message_id"])
 
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Append many session-log rows (dicts with the session-log columns) as one landing file."""
+        """Append many session-log rows (dicts with the session-log columns) as one landing file,
+        all or none: a row the door refuses raises (like ``remember``, naming the row) and nothing
+        lands. Returns how many rows landed."""
+        landed_at, limits = utc_now_iso(), door_limits()
+        records = [admit_strict(r, landed_at, limits, f"row {i}: ") for i, r in enumerate(rows)]
         with file_lock(self.paths.write_lock, exclusive=False):
-            landed_at = utc_now_iso()
-            records = [message_record(r, landed_at) for r in rows]
             write_landing_file(self.paths.messages, records)
         return len(records)
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
         """Bulk-load a CSV, JSONL or Parquet file of session-log rows. A file whose bytes were
-        ingested into this store before is skipped unless ``force``."""
+        ingested into this store before is skipped unless ``force``. Rows the door refuses land
+        as rejects with their reason (``IngestReport.refused``); a file that cannot be read as a
+        session log (no user_id/content column, broken CSV quoting) raises InvalidInput and
+        nothing of it lands."""
         p = Path(path)
         if not p.is_file():
             raise InvalidInput(f"no such file: {p}")
@@ -163,13 +185,14 @@ class MemoryStore:
         marker = self.paths.inbox / "ingested" / digest
         if marker.exists() and not force:
             return IngestReport(str(p), 0, None, skipped=True)
+        landed_at, limits = utc_now_iso(), door_limits()
+        records = [admit(r, landed_at, limits) for r in read_input_file(p)]
         with file_lock(self.paths.write_lock, exclusive=False):
-            landed_at = utc_now_iso()
-            records = [message_record(r, landed_at) for r in read_input_file(p)]
             landing = write_landing_file(self.paths.messages, records)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
-        return IngestReport(str(p), len(records), str(landing) if landing else None)
+        return IngestReport(str(p), len(records), str(landing) if landing else None,
+                            refused=refusals(records))
 
     # --- building ------------------------------------------------------------------------
     def build(
@@ -260,8 +283,9 @@ class MemoryStore:
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
         from that agent / session. An unknown user gets empty lists. Returned memories are logged
         as accesses (they reinforce at the next build) unless ``record_access`` is false."""
-        k, ms = recall_arguments(queries, self._reader.settings, user_id=user_id, top_k=top_k,
-                                 min_sim=min_sim, kinds=kinds, agent_id=agent_id, session_id=session_id)
+        k, ms, user_id, agent_id, session_id = recall_arguments(
+            queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
+            agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
         results = self._reader.run(user_id, self._vectors(queries), k, ms, kinds, texts,
                                    agent_id, session_id)
@@ -272,7 +296,7 @@ class MemoryStore:
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
         choosing ``min_sim`` at a quantile (see ``agent-memory similarity``)."""
-        user_id = _scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
@@ -308,7 +332,10 @@ class MemoryStore:
                actor: str | None = None) -> ForgetReport:
         """Forget a whole user (``user_id``) or one memory (``memory_id``; with ``user_id`` too,
         the memory must belong to that user) everywhere, and append an audit record. See
-        ``docs/data_protection.md``."""
+        ``docs/data_protection.md``. Ids follow the id rule (recall_shim/_ids.py): an id that
+        is not a string raises InvalidId; one that breaks the rule is forgotten as given (rows
+        landed before the rule may carry it)."""
+        user_id = forget_id(user_id, "user_id")
         return forget(self.paths, user_id=user_id, memory_id=memory_id, actor=actor)
 
     @property

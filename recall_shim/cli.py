@@ -23,13 +23,24 @@ def _store(args: argparse.Namespace) -> AnyStore:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     store = _store(args)
+    failed = 0
     for f in args.files:
-        rep = store.ingest(f, force=args.force)
+        try:
+            rep = store.ingest(f, force=args.force)
+        except InvalidInput as exc:  # the whole file is refused: nothing of it landed
+            print(f"agent-memory: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         if rep.skipped:
             print(f"{f}: already ingested into this store (use --force to land it again)")
-        else:
-            print(f"{f}: landed {rep.rows} rows")
-    return 0
+            continue
+        line = f"{f}: landed {rep.rows} rows"
+        if rep.refused:
+            reasons = ", ".join(f"{reason} {n}" for reason, n in rep.refused.items())
+            line += (f"; {sum(rep.refused.values())} of them refused at the door and kept only as rejects "
+                     f"(session_log_rejects): {reasons}")
+        print(line)
+    return 2 if failed else 0
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
@@ -232,26 +243,43 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _global_flags(top: bool) -> argparse.ArgumentParser:
+    """--db and --target, accepted before and after the command name. Only the top-level parser
+    sets their defaults: a subcommand's parser must not overwrite a value given before it
+    (``agent-memory --db X remember ...``), so its copies default to SUPPRESS."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", default=None, metavar="PATH",
-                        help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: data/agent_memory.duckdb in the project)")
+    common.add_argument("--db", default=None if top else argparse.SUPPRESS, metavar="PATH",
+                        help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: data/agent_memory.duckdb in "
+                             "the project); before or after COMMAND")
     common.add_argument("--target", default=argparse.SUPPRESS, choices=["duckdb", "postgres"],
                         help=f"duckdb (default) or postgres: PostgreSQL + pgvector named by the AGENT_MEMORY_PG_* "
-                             f"variables (env {TARGET_ENV}; docs/scaling_out.md)")
+                             f"variables (env {TARGET_ENV}; docs/scaling_out.md); before or after COMMAND")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _global_flags(top=False)
     p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt on DuckDB, or PostgreSQL + pgvector with --target postgres).",
-                                parents=[common])
+                                parents=[_global_flags(top=True)])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("ingest", parents=[common], help="land a CSV, JSONL or Parquet file of session-log rows",
                        description="Land session-log rows (user_id, session_id, msg_seq, role, content, ts, "
-                                   "message_id) from CSV, JSONL or Parquet files. Run `build` to extract them.")
+                                   "message_id, agent_id) from CSV, JSONL or Parquet files. Run `build` to extract "
+                                   "them. CSV: a BOM, any header case, the delimiters , ; tab | and ', ' separators "
+                                   "are read; a file without user_id and content columns or with broken quoting is "
+                                   "refused whole (exit 2, nothing landed). Rows the door refuses (ids breaking the "
+                                   "id rule, content over var max_content_chars, lines that are not JSON objects) "
+                                   "land only as rejects with their reason, and are counted in the output. See "
+                                   "docs/data_protection.md.")
     s.add_argument("files", nargs="+", metavar="FILE", help="CSV, JSONL or Parquet files")
     s.add_argument("--force", action="store_true", help="land a file again even if it was ingested before")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("remember", parents=[common], help="append one message to the session log",
-                       description="Append one message to the session log; prints its message_id.")
+                       description="Append one message to the session log; prints its message_id. Refused "
+                                   "(exit 2, nothing landed) when an id breaks the id rule or the content is longer "
+                                   "than var max_content_chars (docs/data_protection.md).")
     s.add_argument("content", help="the message text")
     s.add_argument("--user", required=True, help="the user the message belongs to")
     s.add_argument("--role", default="user", help="user, assistant or system (default user)")

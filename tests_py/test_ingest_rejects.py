@@ -70,7 +70,7 @@ def test_every_landed_row_is_accepted_or_rejected_with_reason(fresh_store: Memor
     assert reasons["bad-seq"] == "invalid_msg_seq"
     assert reasons["bad-utf8"] == "invalid_utf8"
     unreadable = query(fresh_store, "select reject_reason from session_log_rejects where content = 'this line is not json'")
-    assert unreadable == [("null_user",)]
+    assert unreadable == [("invalid_json",)]  # refused at the door, kept with its reason
     accepted = {r[0] for r in query(fresh_store, "select message_id from session_messages")}
     assert {"ok-1", "ok-2", "pq-1"} <= accepted
     assert any(m.startswith("m_") for m in accepted)  # generated id for the row without one

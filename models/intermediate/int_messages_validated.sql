@@ -30,6 +30,7 @@ typed as (
         {{ try_cast_text('landed_at', 'timestamptz') }} at time zone 'UTC' as landed_at,
         ts as ts_raw,
         msg_seq as msg_seq_raw,
+        door_reason,
         landing_file,
         loaded_at
     from landed
@@ -39,6 +40,7 @@ checked as (
     select
         *,
         case
+            when door_reason is not null then door_reason
             when user_id is null or {{ regexp_full_match('user_id', "'[\\s\\pZ]*'") }} then 'null_user'
             when {{ regexp_search('user_id', "'^[\\s\\pZ]|[\\s\\pZ]$|[\\x00-\\x1f\\x7f-\\x9f]'") }}
                 or length(user_id) > {{ var('max_user_id_chars') }} then 'invalid_user_id'

@@ -1,8 +1,9 @@
 {#- The raw session log: every row any writer landed, exactly as it landed (all text), loaded
     incrementally from the immutable landing files (PostgreSQL: the landing table, see the
     landing_rows macro). Nothing is judged here; only rows of a forgotten user
-    (stg_forget_requests) are never loaded. -#}
-{{ config(materialized='incremental', incremental_strategy='append') }}
+    (stg_forget_requests) are never loaded. door_reason is set on rows the writer's door refused
+    (recall_shim/_door.py); NULL on rows landed before the door existed. -#}
+{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
 
 with landed as (
     select *
@@ -18,6 +19,7 @@ with landed as (
         'ts': 'VARCHAR',
         'message_id': 'VARCHAR',
         'landed_at': 'VARCHAR',
+        'door_reason': 'VARCHAR',
     }, this if is_incremental() else none) }}
 ),
 
@@ -34,6 +36,7 @@ renamed as (
         ts,
         message_id,
         landed_at,
+        door_reason,
         _landing_file as landing_file,
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at,
         row_number() over (partition by landing_id order by _landing_file) as landing_copy
@@ -54,6 +57,7 @@ select
     ts,
     message_id,
     landed_at,
+    door_reason,
     landing_file,
     loaded_at
 from renamed
