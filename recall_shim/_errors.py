@@ -45,3 +45,12 @@ class BackendUnavailable(AgentMemoryError):
 
 class SnapshotIncomplete(StoreNotBuilt):
     """A published snapshot lists a layer file that is gone: it cannot be served."""
+
+
+class TooLarge(InvalidInput):
+    """A request or one of its values is over a size limit (HTTP 413): the body, a message's
+    content, the total query text of one recall request."""
+
+
+class BuildInProgress(AgentMemoryError):
+    """This server is running a build already; a second one is refused, not queued (HTTP 409)."""

@@ -1,0 +1,63 @@
+"""Attack class: oversized request bodies. The server refuses a body over its limit with 413 and
+a JSON error while reading it (a declared Content-Length over the limit before a byte of the body
+is read, a chunked body as soon as it passes the limit); the limit is a flag (--max-body-bytes)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Iterator
+
+import httpx
+import pytest
+
+from .conftest import RunningServer
+
+LIMIT = 65_536
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    folder = tmp_path_factory.mktemp("body")
+    running = RunningServer(folder / "store.duckdb", folder / "server.log", args=["--max-body-bytes", str(LIMIT)])
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _landed(server: RunningServer) -> str:
+    inbox = server.log_path.parent / "store.inbox" / "messages"
+    return "".join(p.read_text() for p in inbox.glob("*.jsonl")) if inbox.exists() else ""
+
+
+def test_a_34_mb_content_gets_413_and_lands_nothing(server: RunningServer) -> None:
+    r = server.post("/remember", {"user_id": "u1", "content": "x" * 34_000_000})
+    assert r.status_code == 413, r.status_code
+    assert str(LIMIT) in r.json()["error"]
+    assert "x" * 1000 not in _landed(server)
+    ok = server.post("/remember", {"user_id": "u1", "content": "I like tea.", "message_id": "small-1"})
+    assert ok.status_code == 202, ok.text  # under the limit: accepted as before
+
+
+def test_chunked_body_is_cut_off_at_the_limit(server: RunningServer) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"user_id": "u2", "content": "'
+        for _ in range(64):
+            yield b"y" * 4096
+        yield b'"}'
+
+    r = httpx.post(server.url + "/remember", content=chunks(), timeout=60,
+                   headers={**server.headers, "content-type": "application/json"})
+    assert r.status_code == 413 and "error" in r.json()
+
+
+def test_declared_length_over_the_limit_is_refused_before_the_body(server: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+        s.sendall(f"POST /ingest HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {server.token}"
+                  "\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\n\r\n".encode())
+        head = s.recv(65536).decode()  # no body sent: the answer must come anyway
+    status = head.split(" ", 2)[1]
+    assert status == "413", head
+    assert "error" in json.loads(head.split("\r\n\r\n", 1)[1])
+
