@@ -110,3 +110,16 @@ class RunningServer:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def raw_http(port: int, data: bytes, timeout: float = 20) -> str:
+    """Send raw bytes to a server on loopback and read the answer until it closes the connection
+    (a server that neither answers nor closes raises socket.timeout)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        parts = []
+        while chunk := s.recv(65536):
+            parts.append(chunk)
+    return b"".join(parts).decode("utf-8", "replace")

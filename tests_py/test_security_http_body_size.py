@@ -5,13 +5,12 @@ is read, a chunked body as soon as it passes the limit); the limit is a flag (--
 from __future__ import annotations
 
 import json
-import socket
 from typing import Iterator
 
 import httpx
 import pytest
 
-from .conftest import RunningServer
+from .conftest import RunningServer, raw_http
 
 LIMIT = 65_536
 
@@ -53,10 +52,9 @@ def test_chunked_body_is_cut_off_at_the_limit(server: RunningServer) -> None:
 
 
 def test_declared_length_over_the_limit_is_refused_before_the_body(server: RunningServer) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
-        s.sendall(f"POST /ingest HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {server.token}"
-                  "\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\n\r\n".encode())
-        head = s.recv(65536).decode()  # no body sent: the answer must come anyway
+    head = raw_http(server.port, f"POST /ingest HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: "
+                    f"Bearer {server.token}\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\n\r\n"
+                    .encode())  # no body sent: the answer must come anyway
     status = head.split(" ", 2)[1]
     assert status == "413", head
     assert "error" in json.loads(head.split("\r\n\r\n", 1)[1])
