@@ -1,5 +1,5 @@
 """A light caller's recall latency while a heavy caller floods the server:
-``python -m benchmarks.security_flood [--light 60] [--heavy-threads 2]``.
+``python -m benchmarks.security_flood [--light 150] [--heavy-callers 2]``.
 
 Builds a small store (the demo log) in a temp folder, starts the real ``agent-memory serve`` on
 127.0.0.1 (bearer token), and times one short ``POST /recall`` at a time (p50, p99):
@@ -17,6 +17,9 @@ and prints each loaded/unloaded ratio (goal: within 2x). Loopback only; bounded 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import multiprocessing
 import os
 import random
 import secrets
@@ -24,11 +27,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-
 import httpx
+
+from .heavy import heavy_caller
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ("the user likes green tea long walks in the mountains jazz records spicy food and early "
@@ -68,33 +71,30 @@ def _light(client: httpx.Client, n: int, max_seconds: float) -> list[float]:
     return times
 
 
-def _phase(client: httpx.Client, url: str, headers: dict, n: int, max_seconds: float, threads: int,
+def _phase(client: httpx.Client, url: str, headers: dict, n: int, max_seconds: float, callers: int,
            body: dict | None) -> tuple[list[float], dict[int, int]]:
-    stop = threading.Event()
-    statuses: dict[int, int] = {}
-
-    def heavy() -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=600) as c:
-            while not stop.is_set():
-                code = c.post("/recall-many", json=body).status_code
-                statuses[code] = statuses.get(code, 0) + 1
-
-    workers = [threading.Thread(target=heavy, daemon=True) for _ in range(threads if body else 0)]
+    ctx = multiprocessing.get_context("spawn")
+    manager = ctx.Manager()
+    stop, answers = manager.Event(), manager.list()
+    raw = json.dumps(body).encode() if body else b""
+    workers = [ctx.Process(target=heavy_caller, args=(url, headers, raw, stop, answers), daemon=True)
+               for _ in range(callers if body else 0)]
     for w in workers:
         w.start()
-    time.sleep(1.0 if body else 0)
+    time.sleep(3.0 if body else 0)  # the heavy callers are up and calling
     try:
-        return _light(client, n, max_seconds), statuses
+        return _light(client, n, max_seconds), dict(collections.Counter(answers))
     finally:
         stop.set()
         for w in workers:
             w.join(timeout=120)
+        manager.shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.security_flood", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--light", type=int, default=60, help="light recalls per phase (default 60)")
-    ap.add_argument("--heavy-threads", type=int, default=2, help="heavy callers (default 2)")
+    ap.add_argument("--light", type=int, default=150, help="light recalls per phase (default 150)")
+    ap.add_argument("--heavy-callers", type=int, default=2, help="heavy callers, one process each (default 2)")
     ap.add_argument("--max-seconds", type=float, default=120, help="cap per phase (default 120)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
@@ -134,14 +134,16 @@ def main(argv: list[str] | None = None) -> int:
                 rows = [("unloaded", base, {})]
                 for name, body in (("attack 32x2000", attack), ("heavy 4x2000", allowed)):
                     times, statuses = _phase(client, url, headers, args.light, args.max_seconds,
-                                             args.heavy_threads, body)
+                                             args.heavy_callers, body)
                     rows.append((name, times, statuses))
+                again, _ = _phase(client, url, headers, args.light, args.max_seconds, 0, None)
+                rows.append(("unloaded again", again, {}))
         finally:
             proc.terminate()
             proc.wait(timeout=60)
             log.close()
     b50, b99 = _quantiles(base)
-    print(f"\nlight caller: one short POST /recall at a time; heavy callers: {args.heavy_threads} threads")
+    print(f"\nlight caller: one short POST /recall at a time; heavy callers: {args.heavy_callers} processes")
     print(f"{'phase':<16} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}  heavy answers")
     for name, times, statuses in rows:
         p50, p99 = _quantiles(times)
