@@ -93,3 +93,16 @@ def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:
     out = subprocess.run([EXE, "serve", "--db", str(tmp_path / "s.duckdb"), "--host", "0.0.0.0", "--no-auth"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "loopback" in out.stderr
+
+
+def test_no_auth_on_loopback_serves_without_a_token_but_still_checks_host(tmp_path: Path) -> None:
+    server = RunningServer(tmp_path / "open.duckdb", tmp_path / "server.log", args=["--no-auth"])
+    try:
+        r = httpx.post(server.url + "/recall", json={"user_id": "u", "query": "x"}, timeout=60)
+        assert r.status_code == 409, r.text  # no token needed; the store is just not built
+        r = httpx.post(server.url + "/recall", json={"user_id": "u", "query": "x"}, headers={"Host": "evil.example"},
+                       timeout=60)
+        assert r.status_code == 400
+        assert not (tmp_path / "open.token").exists()
+    finally:
+        server.stop()
