@@ -34,10 +34,6 @@ class InvalidId(InvalidInput, InvalidQuery):
         self.reason = reason
 
 
-class ContentTooLong(InvalidInput):
-    """A message's content is longer than the store's var ``max_content_chars`` (HTTP 413)."""
-
-
 class UnknownEmbeddingModel(AgentMemoryError):
     """The configured embedding model is not in the registry."""
 
@@ -60,3 +56,16 @@ class BackendUnavailable(AgentMemoryError):
 
 class SnapshotIncomplete(StoreNotBuilt):
     """A published snapshot lists a layer file that is gone: it cannot be served."""
+
+
+class TooLarge(InvalidInput):
+    """A request or one of its values is over a size limit (HTTP 413): the body, a message's
+    content, the total query text of one recall request."""
+
+
+class ContentTooLong(TooLarge):
+    """A message's content is longer than the store's var ``max_content_chars`` (HTTP 413)."""
+
+
+class BuildInProgress(AgentMemoryError):
+    """This server is running a build already; a second one is refused, not queued (HTTP 409)."""

@@ -4,7 +4,9 @@
 
 Tools: remember, ingest, recall, recall_many, prompt, forget, health, build. A tool that fails
 on bad input returns an MCP error result whose text is the clear message (never a traceback).
-Nothing but the protocol is written to stdout.
+Nothing but the protocol is written to stdout. Over stdio the client is the process that started
+the server, so there is no token; the same limits apply as over HTTP (MemoryService: the build
+var allow-list, at most 32 queries and 8,000 query characters per call, one build at a time).
 """
 
 from __future__ import annotations
@@ -88,9 +90,10 @@ def create_mcp_server(service: MemoryService) -> MCPServer:
         return _call(service.health)
 
     @server.tool(description="Run the build (load landed messages, extract, embed, decay, test) "
-                             "and publish a new snapshot. Takes seconds to minutes.")
-    def build(full_refresh: bool = False) -> dict[str, Any]:
-        return _call(service.build, full_refresh=full_refresh)
+                             "and publish a new snapshot. Takes seconds to minutes. as_of: compute "
+                             "strength as of this ISO-8601 date or timestamp (default: now).")
+    def build(full_refresh: bool = False, as_of: str | None = None) -> dict[str, Any]:
+        return _call(service.build, full_refresh=full_refresh, vars=None if as_of is None else {"as_of": as_of})
 
     return server
 

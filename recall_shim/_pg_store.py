@@ -263,7 +263,7 @@ class PgMemoryStore:
         return BuildResult(None, out, time.monotonic() - started, None)
 
     # --- recalling -----------------------------------------------------------------------
-    def _vectors(self, queries: Sequence[Query]) -> list[list[float]]:
+    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
         s = self._reader.settings
         for q in queries:
             if isinstance(q, str):
@@ -277,7 +277,12 @@ class PgMemoryStore:
                 except UnicodeEncodeError:
                     raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
         texts = [q for q in queries if isinstance(q, str)]
-        embedded = iter(embed_texts(s.embedding_model, s.embedding_query_form, texts)) if texts else iter(())
+        if given is not None and len(given) != len(queries):
+            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
+        if given is not None:
+            embedded = iter([g for g, q in zip(given, queries) if isinstance(q, str)])
+        else:
+            embedded = iter(embed_texts(s.embedding_model, s.embedding_query_form, texts)) if texts else iter(())
         return [self._reader.check_vector(next(embedded) if isinstance(q, str) else q) for q in queries]
 
     def _read(self, fn: Any) -> Any:
@@ -311,7 +316,7 @@ class PgMemoryStore:
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
                     record_access: bool = True, agent_id: str | None = None,
-                    session_id: str | None = None) -> list[list[RecalledMemory]]:
+                    session_id: str | None = None, vectors: Sequence[Any] | None = None) -> list[list[RecalledMemory]]:
         """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
         s = self._reader.settings
         k, ms, user_id, agent_id, session_id = recall_arguments(
@@ -320,7 +325,7 @@ class PgMemoryStore:
         if not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         texts = [q if isinstance(q, str) else None for q in queries]
-        vectors = self._vectors(queries)
+        vectors = self._vectors(queries, vectors)
         rows = None
         if s.fusion_method == "vector" and agent_id is None and session_id is None:
             rows = self._indexed(user_id, vectors, int(k), float(ms), kinds)

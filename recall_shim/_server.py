@@ -2,8 +2,10 @@
 
     agent-memory serve --db data/agent_memory.duckdb --host 127.0.0.1 --port 8765
 
-Every error is JSON ``{"error": "..."}``: malformed bodies 422, invalid queries or input 400,
-no published snapshot yet 409, an operation this store lacks 501, a failed build 500.
+Every request passes recall_shim/_http_guard.py first (Host check, bearer token, body limit and
+timeouts). Every error is JSON ``{"error": "..."}``: malformed bodies 422, invalid queries or
+input 400, no token 401, too large 413, no published snapshot yet or a build already running
+409, an operation this store lacks 501, a failed build 500 (short message; details in the log).
 """
 
 from __future__ import annotations
@@ -13,16 +15,32 @@ import logging
 import os
 import sys
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator, Literal, Union
 
 from ._errors import (
     AgentMemoryError,
     BuildFailed,
+    BuildInProgress,
     DimensionMismatch,
     InvalidInput,
     InvalidQuery,
     StoreNotBuilt,
+    TooLarge,
     UnknownEmbeddingModel,
+)
+from ._http_guard import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    MAX_BODY_ENV,
+    TOKEN_FILE_ENV,
+    Guard,
+    GuardedH11Protocol,
+    GuardMiddleware,
+    allowed_hosts,
+    default_token_file,
+    resolve_token,
 )
 from ._service import MAX_INGEST_ROWS, MAX_QUERIES, MemoryService, OperationUnavailable
 
@@ -41,7 +59,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the serv
 log = logging.getLogger("agent_memory.server")
 
 STATUS: list[tuple[type[AgentMemoryError], int]] = [
+    (TooLarge, 413),
     (StoreNotBuilt, 409),
+    (BuildInProgress, 409),
     (DimensionMismatch, 400),
     (InvalidQuery, 400),
     (InvalidInput, 400),
@@ -107,7 +127,8 @@ class ForgetBody(_Body):
 
 class BuildBody(_Body):
     full_refresh: bool = False
-    vars: dict[str, Any] | None = Field(None, description="dbt vars, e.g. {\"as_of\": \"2026-12-01\"}")
+    vars: dict[str, Any] | None = Field(None, description="dbt vars a caller may set: only as_of, an ISO-8601 "
+                                                          "date or timestamp, e.g. {\"as_of\": \"2026-12-01\"}")
 
 
 class Memory(BaseModel):
@@ -136,7 +157,7 @@ class ErrorResponse(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 409, 422, 500)
+    code: {"model": ErrorResponse} for code in (400, 401, 409, 413, 422, 500)
 }
 
 
@@ -157,8 +178,8 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-def create_app(service: MemoryService) -> FastAPI:
-    """The FastAPI application for one service (one store)."""
+def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
+    """The FastAPI application for one service (one store), behind ``guard`` when given."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -178,8 +199,6 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.exception_handler(AgentMemoryError)
     async def _agent_memory_error(_: Request, exc: AgentMemoryError) -> JSONResponse:
         body: dict[str, Any] = {"error": str(exc), "type": type(exc).__name__}
-        if isinstance(exc, BuildFailed):
-            body["output"] = exc.output[-4000:]
         return JSONResponse(body, status_code=_status(exc))
 
     @app.exception_handler(RequestValidationError)
@@ -191,9 +210,15 @@ def create_app(service: MemoryService) -> FastAPI:
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
 
-    @app.get("/health", summary="Liveness and readiness (ready: a snapshot is published)")
-    def health() -> dict[str, Any]:
-        return service.health()
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"error": "internal error; the details are in the server's log"}, status_code=500)
+
+    @app.get("/health", summary="Liveness and readiness (ready: a snapshot is published); with the token "
+                                "also the snapshot name, model and defaults")
+    async def health(request: Request) -> dict[str, Any]:  # async: answered even when every worker is busy
+        return service.health(detail=guard is None or bool(getattr(request.state, "authenticated", False)))
 
     @app.post("/remember", status_code=202, responses=ERRORS,
               summary="Append one message to the session log (durable on return)")
@@ -227,14 +252,18 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.post("/forget", responses={**ERRORS, 501: {"model": ErrorResponse}},
               summary="Forget one memory or every memory of a user everywhere, at once (audited)")
-    def forget(body: ForgetBody) -> dict[str, Any]:
-        return service.forget(user_id=body.user_id, memory_id=body.memory_id, actor=body.actor)
+    def forget(body: ForgetBody, request: Request) -> dict[str, Any]:
+        principal = getattr(request.state, "principal", None)  # the audit names who authenticated
+        actor = f"{principal} (says: {body.actor})" if principal else body.actor
+        return service.forget(user_id=body.user_id, memory_id=body.memory_id, actor=actor)
 
     @app.post("/build", responses=ERRORS, summary="Run dbt build for this store and publish a snapshot")
     def build(body: BuildBody | None = None) -> dict[str, Any]:
         body = body or BuildBody()
         return service.build(full_refresh=body.full_refresh, vars=body.vars)
 
+    if guard is not None:
+        app.add_middleware(GuardMiddleware, guard=guard)
     return app
 
 
@@ -248,12 +277,30 @@ def _is_loopback(host: str) -> bool:
 
 
 def serve(db: str | os.PathLike[str] | None, host: str = "127.0.0.1", port: int = 8765,
-          log_level: Literal["critical", "error", "warning", "info", "debug"] = "info") -> None:
+          log_level: Literal["critical", "error", "warning", "info", "debug"] = "info", *,
+          token_file: str | os.PathLike[str] | None = None, no_auth: bool = False,
+          allow_hosts: list[str] | None = None, max_body_bytes: int | None = None,
+          header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT,
+          keep_alive_timeout: float = 5.0, limit_concurrency: int = 64) -> None:
     """Run the HTTP server until interrupted (one process, one store, model loaded once)."""
-    if not _is_loopback(host):
-        print(f"agent-memory serve: listening on {host}, not loopback: the API has no authentication; "
-              "put it behind your own proxy", file=sys.stderr)
+    if no_auth and not _is_loopback(host):
+        raise SystemExit(f"agent-memory serve: --no-auth is for loopback only, not {host}")
     service = MemoryService(db)
-    print(f"agent-memory: serving {service.location} on http://{host}:{port} "
-          f"(OpenAPI at /openapi.json)", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(service), host=host, port=port, log_level=log_level)
+    paths = getattr(service.store, "paths", None)
+    token = None
+    if not no_auth:
+        tf = Path(token_file) if token_file else Path(os.environ.get(TOKEN_FILE_ENV, "") or
+                                                      default_token_file(paths.db if paths else None))
+        token = resolve_token(tf)
+    limit = max_body_bytes if max_body_bytes is not None else int(os.environ.get(MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
+    if limit < 1024:
+        raise SystemExit("agent-memory serve: the body limit must be at least 1024 bytes")
+    guard = Guard(token, allowed_hosts(host, allow_hosts), port, limit, body_timeout)
+    GuardedH11Protocol.header_timeout = header_timeout
+    auth = "no authentication (--no-auth, loopback only)" if no_auth else "bearer token required"
+    print(f"agent-memory: serving {service.location} on http://{host}:{port} ({auth}; "
+          f"OpenAPI at /openapi.json)", file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(service, guard), host=host, port=port, log_level=log_level,
+                            http=GuardedH11Protocol, timeout_keep_alive=keep_alive_timeout,
+                            limit_concurrency=limit_concurrency)
+    uvicorn.Server(config).run()

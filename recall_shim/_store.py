@@ -242,7 +242,9 @@ class MemoryStore:
         return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
-    def _vectors(self, queries: Sequence[Query]) -> list[list[float]]:
+    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
+        """The queries' vectors: texts validated and embedded (or taken from ``given``, aligned
+        with ``queries``, when the caller embedded them already), vectors checked."""
         s = self._reader.settings
         texts = [(i, q) for i, q in enumerate(queries) if isinstance(q, str)]
         for _, t in texts:
@@ -255,8 +257,11 @@ class MemoryStore:
             except UnicodeEncodeError:
                 raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
         vecs: list[list[float] | None] = [None] * len(queries)
+        if given is not None and len(given) != len(queries):
+            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
         if texts:
-            embedded = embed_texts(s.embedding_model, s.embedding_query_form, [t for _, t in texts])
+            embedded = ([given[i] for i, _ in texts] if given is not None
+                        else embed_texts(s.embedding_model, s.embedding_query_form, [t for _, t in texts]))
             for (i, _), v in zip(texts, embedded):
                 vecs[i] = self._reader.check_vector(v)
         for i, q in enumerate(queries):
@@ -275,6 +280,7 @@ class MemoryStore:
         record_access: bool = True,
         agent_id: str | None = None,
         session_id: str | None = None,
+        vectors: Sequence[Any] | None = None,
     ) -> list[list[RecalledMemory]]:
         """Recall for several intents (texts or precomputed vectors) of one user in one statement.
 
@@ -282,12 +288,14 @@ class MemoryStore:
         lexical relevance weighted by strength (var fusion_method, docs/recall.md).
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
         from that agent / session. An unknown user gets empty lists. Returned memories are logged
-        as accesses (they reinforce at the next build) unless ``record_access`` is false."""
+        as accesses (they reinforce at the next build) unless ``record_access`` is false.
+        ``vectors`` (aligned with ``queries``) are embeddings of the query texts computed by
+        the caller with the store's model (the server embeds outside its recall lane)."""
         k, ms, user_id, agent_id, session_id = recall_arguments(
             queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
             agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
-        results = self._reader.run(user_id, self._vectors(queries), k, ms, kinds, texts,
+        results = self._reader.run(user_id, self._vectors(queries, vectors), k, ms, kinds, texts,
                                    agent_id, session_id)
         if record_access:
             self._record_access(user_id, results)

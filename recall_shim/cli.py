@@ -219,7 +219,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"agent-memory: {exc}", file=sys.stderr)
         return 2
-    serve(args.db, host=args.host, port=args.port, log_level=args.log_level)
+    serve(args.db, host=args.host, port=args.port, log_level=args.log_level, token_file=args.token_file,
+          no_auth=args.no_auth, allow_hosts=args.allow_host, max_body_bytes=args.max_body_bytes,
+          header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+          keep_alive_timeout=args.keep_alive_timeout, limit_concurrency=args.limit_concurrency)
     return 0
 
 
@@ -364,6 +367,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8765, help="TCP port (default 8765)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="server log level (default info)")
+    s.add_argument("--token-file", default=None, metavar="FILE",
+                   help="file holding the bearer token (default $AGENT_MEMORY_TOKEN_FILE or <store>.token beside "
+                        "the store; created with a new token, mode 0600, when missing). $AGENT_MEMORY_TOKEN wins")
+    s.add_argument("--no-auth", action="store_true",
+                   help="accept requests without a token (refused unless --host is loopback)")
+    s.add_argument("--allow-host", action="append", default=None, metavar="NAME",
+                   help="an extra name the Host header may carry (repeatable; also $AGENT_MEMORY_ALLOWED_HOSTS, "
+                        "comma-separated); the bound host and localhost/127.0.0.1/[::1] are always allowed")
+    s.add_argument("--max-body-bytes", type=int, default=None, metavar="N",
+                   help="largest request body (default $AGENT_MEMORY_MAX_BODY_BYTES or 1048576); larger gets 413")
+    s.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                   help="close a connection whose request head takes longer (default 10)")
+    s.add_argument("--body-timeout", type=float, default=30.0, metavar="S",
+                   help="answer 408 to a request whose body takes longer (default 30)")
+    s.add_argument("--keep-alive-timeout", type=float, default=5.0, metavar="S",
+                   help="close an idle keep-alive connection after this (default 5)")
+    s.add_argument("--limit-concurrency", type=int, default=64, metavar="N",
+                   help="answer 503 beyond this many open connections or requests (default 64)")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("mcp", parents=[common], help="run an MCP server over stdio for agent runtimes",

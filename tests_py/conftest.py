@@ -58,10 +58,13 @@ def free_port() -> int:
 
 
 class RunningServer:
-    """`agent-memory serve` in a subprocess on loopback; stopped by ``stop()``."""
+    """`agent-memory serve` in a subprocess on loopback; stopped by ``stop()``. It requires the
+    bearer token ``self.token`` (passed as $AGENT_MEMORY_TOKEN); send ``self.headers``."""
 
-    def __init__(self, db: Path, log: Path) -> None:
+    def __init__(self, db: Path, log: Path, args: list[str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         import os
+        import secrets
         import subprocess
         import sys
         import time
@@ -70,10 +73,14 @@ class RunningServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.token = secrets.token_urlsafe(16)
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+        self.log_path = log
         exe = str(Path(sys.executable).with_name("agent-memory"))
         self._log = open(log, "w")
-        self.proc = subprocess.Popen([exe, "serve", "--db", str(db), "--port", str(self.port)],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        self.proc = subprocess.Popen([exe, "serve", "--db", str(db), "--port", str(self.port), *(args or [])],
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "AGENT_MEMORY_TOKEN": self.token, **(env or {})})
         deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None:
@@ -88,6 +95,13 @@ class RunningServer:
                 raise RuntimeError(f"server did not start: {log.read_text()}")
             time.sleep(0.2)
 
+    def post(self, path: str, body: object, **kwargs: Any) -> Any:
+        """POST ``body`` as JSON with the token."""
+        import httpx
+
+        return httpx.post(self.url + path, json=body, headers=self.headers, timeout=kwargs.pop("timeout", 120),
+                          **kwargs)
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -96,3 +110,16 @@ class RunningServer:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def raw_http(port: int, data: bytes, timeout: float = 20) -> str:
+    """Send raw bytes to a server on loopback and read the answer until it closes the connection
+    (a server that neither answers nor closes raises socket.timeout)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        parts = []
+        while chunk := s.recv(65536):
+            parts.append(chunk)
+    return b"".join(parts).decode("utf-8", "replace")

@@ -44,6 +44,7 @@ def test_http_node_example(demo_store: MemoryStore, tmp_path: Path, monkeypatch:
     server = RunningServer(demo_store.paths.db, tmp_path / "server.log")
     try:
         monkeypatch.setenv("AGENT_MEMORY_URL", server.url)
+        monkeypatch.setenv("AGENT_MEMORY_TOKEN", server.token)
         namespace: dict[str, Any] = {}
         exec(compile(example("http-node"), str(DOC), "exec"), namespace)
         state = {**STATE, "thread_id": "t-docs-http"}

@@ -70,8 +70,8 @@ def pg_server(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
     log = tmp_path_factory.mktemp("pg_srv") / "server.log"
     exe = str(Path(sys.executable).with_name("agent-memory"))
     with open(log, "w") as fh:
-        proc = subprocess.Popen([exe, "--target", "postgres", "serve", "--port", str(port)], env=pg_env,
-                                stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([exe, "--target", "postgres", "serve", "--port", str(port)],
+                                env={**pg_env, "AGENT_MEMORY_TOKEN": TOKEN}, stdout=fh, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:
@@ -90,14 +90,18 @@ def pg_server(pg_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
             proc.wait(timeout=30)
 
 
+TOKEN = "pg-serving-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 def post(url: str, path: str, body: Any) -> httpx.Response:
-    return httpx.post(url + path, json=body, timeout=300)
+    return httpx.post(url + path, json=body, headers=AUTH, timeout=300)
 
 
 def test_http_server_on_postgres(pg_server: str, pg_env: dict[str, str]) -> None:
     url = pg_server
-    health = httpx.get(url + "/health").json()
-    assert health["status"] == "ok" and health["db"].startswith("postgresql://")
+    health = httpx.get(url + "/health", headers=AUTH).json()
+    assert health["status"] == "ok" and "db" not in health  # /health names no path or URL
     r = post(url, "/remember", {"user_id": "http_u", "content": "I prefer green tea", "session_id": "h1"})
     assert r.status_code == 202, r.text
     r = post(url, "/ingest", {"rows": [{"user_id": "http_u", "session_id": "h1", "msg_seq": 2, "role": "user",
@@ -105,7 +109,7 @@ def test_http_server_on_postgres(pg_server: str, pg_env: dict[str, str]) -> None
     assert r.status_code == 202 and r.json()["rows"] == 1, r.text
     r = post(url, "/build", {})
     assert r.status_code == 200, r.text
-    health = httpx.get(url + "/health").json()
+    health = httpx.get(url + "/health", headers=AUTH).json()
     assert health["ready"] is True and health["embedding_dim"] == 384
     r = post(url, "/recall-many", {"user_id": "http_u", "queries": ["what does the user drink?",
                                                                      "where does the user live?"],

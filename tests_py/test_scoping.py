@@ -91,22 +91,20 @@ def test_cli_scopes(scoped: MemoryStore, tmp_path: Path) -> None:
 
 
 def test_http_server_requires_a_user_and_takes_narrower_scopes(scoped: MemoryStore, tmp_path: Path) -> None:
-    import httpx
-
     server = RunningServer(scoped.paths.db, tmp_path / "server.log")
     try:
         body = {"user_id": "ann", "query": "where", "min_sim": -1, "top_k": 10, "kinds": RULE_KINDS,
                 "record_access": False}
-        r = httpx.post(server.url + "/recall", json={**body, "agent_id": "travel-bot"}, timeout=120)
+        r = server.post("/recall", {**body, "agent_id": "travel-bot"})
         assert r.status_code == 200, r.text
         assert {m["content"] for m in r.json()["results"]} == {"User lives in Lisbon", "User prefers window seats"}
-        r = httpx.post(server.url + "/recall", json={**body, "session_id": "work"}, timeout=120)
+        r = server.post("/recall", {**body, "session_id": "work"})
         assert {m["content"] for m in r.json()["results"]} == {"User prefers window seats",
                                                                 "User has experience with Postgres"}
         no_user = {k: v for k, v in body.items() if k != "user_id"}
-        r = httpx.post(server.url + "/recall", json=no_user, timeout=120)
+        r = server.post("/recall", no_user)
         assert r.status_code == 422 and "user_id" in r.json()["error"]
-        r = httpx.post(server.url + "/recall", json={**body, "user_id": " ann"}, timeout=120)
+        r = server.post("/recall", {**body, "user_id": " ann"})
         assert r.status_code == 400 and "whitespace" in r.json()["error"]
     finally:
         server.stop()

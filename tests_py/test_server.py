@@ -29,16 +29,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
 
 
 def post(server: RunningServer, path: str, body: object) -> httpx.Response:
-    return httpx.post(server.url + path, json=body, timeout=120)
+    return server.post(path, body)
 
 
 def test_health_and_openapi(served: tuple[RunningServer, MemoryStore]) -> None:
     server, store = served
-    health = httpx.get(server.url + "/health").json()
+    health = httpx.get(server.url + "/health", headers=server.headers).json()
     assert health["status"] == "ok" and health["ready"] is True
-    assert health["db"] == str(store.paths.db) and health["embedding_dim"] == 384
+    assert "db" not in health and health["embedding_dim"] == 384
     assert health["snapshot"].startswith("snap-")
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = httpx.get(server.url + "/openapi.json", headers=server.headers).json()
     assert {"/health", "/remember", "/ingest", "/recall", "/recall-many", "/prompt", "/forget", "/build"} <= set(spec["paths"])
     recall_body = spec["paths"]["/recall"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert recall_body["$ref"].endswith("/RecallBody")
@@ -84,9 +84,10 @@ def test_bad_requests_get_4xx_with_a_clear_message(served: tuple[RunningServer, 
         r = post(server, path, body)
         assert r.status_code == status, (path, body, r.text)
         assert message in r.json()["error"], (path, body, r.json())
-    r = httpx.post(server.url + "/recall", content=b"{not json", headers={"content-type": "application/json"})
+    r = httpx.post(server.url + "/recall", content=b"{not json",
+                   headers={"content-type": "application/json", **server.headers})
     assert r.status_code == 422 and "not valid JSON" in r.json()["error"]
-    r = httpx.get(server.url + "/no-such-route")
+    r = httpx.get(server.url + "/no-such-route", headers=server.headers)
     assert r.status_code == 404 and r.json()["error"]
 
 
@@ -97,7 +98,7 @@ def _has_forget() -> bool:
 def test_unbuilt_store_answers_409(tmp_path: Path) -> None:
     server = RunningServer(tmp_path / "empty.duckdb", tmp_path / "server.log")
     try:
-        health = httpx.get(server.url + "/health").json()
+        health = httpx.get(server.url + "/health", headers=server.headers).json()
         assert health["ready"] is False and "agent-memory build" in health["detail"]
         r = post(server, "/recall", {"user_id": "demo", "query": "x"})
         assert r.status_code == 409 and "agent-memory build" in r.json()["error"]
@@ -108,7 +109,7 @@ def test_unbuilt_store_answers_409(tmp_path: Path) -> None:
 
 def test_writes_land_and_a_build_beside_the_server_is_served(served: tuple[RunningServer, MemoryStore]) -> None:
     server, store = served
-    before = httpx.get(server.url + "/health").json()["snapshot"]
+    before = httpx.get(server.url + "/health", headers=server.headers).json()["snapshot"]
     r = post(server, "/remember", {"user_id": "carol", "content": "I live in Oslo.", "session_id": "c1",
                                    "msg_seq": 1, "ts": "2026-11-20 08:00:00", "message_id": "carol-c1-1"})
     assert r.status_code == 202 and r.json()["message_id"] == "carol-c1-1"
@@ -136,7 +137,7 @@ def test_build_endpoint_publishes_a_snapshot(served: tuple[RunningServer, Memory
     r = post(server, "/build", {})
     assert r.status_code == 200, r.text
     assert r.json()["snapshot"].startswith("snap-")
-    assert httpx.get(server.url + "/health").json()["snapshot"] == r.json()["snapshot"]
+    assert httpx.get(server.url + "/health", headers=server.headers).json()["snapshot"] == r.json()["snapshot"]
     bad = post(server, "/build", {"vars": "not an object"})
     assert bad.status_code == 422 and "vars" in bad.json()["error"]
 
