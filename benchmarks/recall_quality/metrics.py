@@ -89,6 +89,9 @@ def mean_by_group(rows: Iterable[tuple[Sequence[str], dict[str, float]]]) -> dic
     return out
 
 
+LOWER_IS_BETTER = {"outdated above current"}
+
+
 def fmt(v: float) -> str:
     return "n/a" if v != v else f"{v:.3f}"
 
@@ -96,7 +99,7 @@ def fmt(v: float) -> str:
 def table(title: str, columns: list[str], scores: dict[str, dict[str, dict[str, float]]],
           groups: list[str], metrics: list[str], group_label: str = "category") -> str:
     """Markdown table: one row per (group, metric), one column per setting; the unique best value
-    of a row is bold."""
+    of a row is bold (the lowest for LOWER_IS_BETTER metrics)."""
     lines = [f"### {title}", "", f"| {group_label} | metric | " + " | ".join(columns) + " |",
              "|---|---|" + "---|" * len(columns)]
     for g in groups:
@@ -107,8 +110,8 @@ def table(title: str, columns: list[str], scores: dict[str, dict[str, dict[str, 
             if metric not in scores[columns[0]][g]:
                 continue
             vals = [scores[c][g][metric] for c in columns]
-            best = max(vals)
-            cells = [f"**{fmt(v)}**" if v == best and vals.count(best) == 1 else fmt(v) for v in vals]
+            best = min(vals) if metric in LOWER_IS_BETTER else max(vals)
+            cells = [f"**{fmt(v)}**" if len(vals) > 1 and v == best and vals.count(best) == 1 else fmt(v) for v in vals]
             sub = scores[columns[0]][g].get(f"n:{metric}", n)
             label = f"{metric} (n={int(sub)})" if int(sub) != n else metric
             lines.append(f"| {g} (n={n}) | {label} | " + " | ".join(cells) + " |")
