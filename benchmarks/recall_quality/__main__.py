@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run LoCoMo from this locomo10.json (snap-research/LoCoMo, CC BY-NC 4.0; never copied)")
     ap.add_argument("--locomo-content", default=LOCOMO_DEFAULT_FORM, choices=["text", "speaker", "both"],
                     help="LoCoMo message content: the turn text, '<speaker>: <text>', or both (two stores)")
+    ap.add_argument("--locomo-no-strength", action="store_true",
+                    help="LoCoMo: also measure the three settings with strength ignored (strength_weight 0)")
     ap.add_argument("--all", action="store_true", help="development set, probes and LoCoMo (needs --locomo PATH)")
     args = ap.parse_args(argv)
     if args.all and args.locomo is None:
@@ -74,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.locomo is not None:
         from . import locomo
 
+        from .runner import NO_STRENGTH_MODES, YARDSTICK_MODES
+
         forms = ["text", "speaker"] if args.locomo_content == "both" else [args.locomo_content]
-        jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars)))
+        modes = YARDSTICK_MODES + (NO_STRENGTH_MODES if args.locomo_no_strength else [])
+        jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes)))
     for name, job in jobs:
         folder = _fresh(out / name)
         text, results = job(folder)

@@ -215,8 +215,11 @@ def score(locomo: Locomo, results: dict[str, list[dict[str, Any]]], ks: list[int
     return metrics.mean_by_group(rows)
 
 
-def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_vars: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Ingest, build and recall LoCoMo once per content form; returns (Markdown report, results)."""
+def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_vars: dict[str, Any],
+        modes: list[tuple[str, dict[str, Any]]] | None = None) -> tuple[str, dict[str, Any]]:
+    """Ingest, build and recall LoCoMo once per content form, measuring each mode (default: the
+    yardsticks BM25 only, vector only, shipped hybrid); returns (Markdown report, results)."""
+    modes = modes or runner.YARDSTICK_MODES
     locomo = load_locomo(path)
     n_turns = sum(len(s.turns) for c in locomo.conversations for s in c.sessions)
     cats = [CATEGORY_NAMES[c] for c in sorted(CATEGORY_NAMES)]
@@ -226,7 +229,7 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
           f"({', '.join(f'{c} {n}' for c, n in n_cat.items())}); skipped {skipped}", flush=True)
     requests = recall_requests(locomo, max(max(ks), 10))
     metric_names = [f"any@{k}" for k in ks] + [f"frac@{k}" for k in ks]
-    columns = [label for label, _ in runner.YARDSTICK_MODES]
+    columns = [label for label, _ in modes]
     report: list[str] = []
     results: dict[str, Any] = {"questions": len(locomo.questions), "skipped": locomo.skipped, "forms": {}}
     for form in content_forms:
@@ -236,7 +239,7 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
         t0 = time.monotonic()
         print(f"content form {form!r}: ingest {len(rows)} messages, as_of {as_of}, store {db}", flush=True)
         runner.cli(db, "ingest", str(log))
-        raw = runner.measure_modes(db, as_of, runner.YARDSTICK_MODES, base_vars, requests)
+        raw = runner.measure_modes(db, as_of, modes, base_vars, requests)
         counts = runner.store_counts(db)
         scores = {label: score(locomo, raw[label], ks) for label in columns}
         elapsed = time.monotonic() - t0
@@ -244,7 +247,7 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
             o = scores[label]["overall"]
             print(f"  {label}: " + "  ".join(f"{m} {o[m]:.3f}" for m in metric_names), flush=True)
         report.append(metrics.table(
-            f"LoCoMo, content {form!r}: BM25 only vs vector only vs shipped hybrid", columns, scores,
+            f"LoCoMo, content {form!r}: " + " vs ".join(columns), columns, scores,
             cats + ["overall"], metric_names))
         report.append(f"Store: {counts['messages']} messages, {counts['embedded_texts']} embedded texts = "
                       f"{counts['embedded_per_message']:.3f} per message; memories by kind "

@@ -25,6 +25,13 @@ MODES: list[tuple[str, dict[str, Any]]] = [
 ]
 YARDSTICK_MODES = MODES[:3]
 SHIPPED = "hybrid (shipped)"
+# the three yardsticks again with strength ignored (strength_weight 0): the ranking a store gets
+# when every memory has decayed to the floor, e.g. when as_of is long after the conversation
+NO_STRENGTH_MODES: list[tuple[str, dict[str, Any]]] = [
+    ("bm25, no strength", {"fusion_method": "lexical", "strength_weight": 0.0}),
+    ("vector, no strength", {"fusion_method": "vector", "strength_weight": 0.0}),
+    ("hybrid, no strength", {"strength_weight": 0.0}),
+]
 
 
 def cli(db: Path, *args: str, stdin: str | None = None) -> str:
