@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBES = HERE / "probes" / "everyday.json"
-LOCOMO_DEFAULT_FORM = "text"
+LOCOMO_DEFAULT_FORM = "speaker"
 
 
 def _fresh(path: Path) -> Path:
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from .runner import NO_STRENGTH_MODES, YARDSTICK_MODES
 
-        forms = ["text", "speaker"] if args.locomo_content == "both" else [args.locomo_content]
+        forms = ([LOCOMO_DEFAULT_FORM] + [f for f in ("text", "speaker") if f != LOCOMO_DEFAULT_FORM]
+                 if args.locomo_content == "both" else [args.locomo_content])
         modes = YARDSTICK_MODES + (NO_STRENGTH_MODES if args.locomo_no_strength else [])
         jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes)))
     for name, job in jobs:

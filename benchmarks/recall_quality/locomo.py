@@ -253,6 +253,7 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
                       f"{counts['embedded_per_message']:.3f} per message; memories by kind "
                       f"{json.dumps(counts['memories'])}; as_of {as_of}; {elapsed / 60:.1f} min.")
         results["forms"][form] = {"as_of": as_of, "store": counts, "scores": scores, "minutes": elapsed / 60}
+        print("\n" + "\n\n".join(report[-2:]) + "\n", flush=True)  # each form's table as soon as it is done
     if len(content_forms) > 1:
         lines = ["### LoCoMo, shipped hybrid: content forms compared (overall)", "",
                  "| metric | " + " | ".join(content_forms) + " |", "|---|" + "---|" * len(content_forms)]
