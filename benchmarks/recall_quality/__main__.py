@@ -21,6 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from .locomo import LocomoFormatError
+from .probes import ProbeFormatError
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_PROBES = HERE / "probes" / "everyday.json"
 LOCOMO_DEFAULT_FORM = "speaker"
@@ -82,6 +85,13 @@ def main(argv: list[str] | None = None) -> int:
                  if args.locomo_content == "both" else [args.locomo_content])
         modes = YARDSTICK_MODES + (NO_STRENGTH_MODES if args.locomo_no_strength else [])
         jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes)))
+    try:  # check the input files before any set runs (the development set takes minutes)
+        if args.probes is not None:
+            probes.load_probes(Path(args.probes))
+        if args.locomo is not None:
+            locomo.load_locomo(Path(args.locomo))
+    except (ProbeFormatError, LocomoFormatError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     for name, job in jobs:
         folder = _fresh(out / name)
         text, results = job(folder)
