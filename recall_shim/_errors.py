@@ -45,3 +45,12 @@ class BackendUnavailable(AgentMemoryError):
 
 class SnapshotIncomplete(StoreNotBuilt):
     """A published snapshot lists a layer file that is gone: it cannot be served."""
+
+
+class StorageFailure(AgentMemoryError):
+    """The file system refused a write the operation needs (disk full, read-only file system,
+    permission denied). Nothing acknowledged is lost; a ``forget`` resumes where it stopped."""
+
+
+class AccessNotRecorded(UserWarning):
+    """A recall answered, but its access event could not be written (disk full, read-only store)."""

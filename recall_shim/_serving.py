@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
+from ._forget_journal import pending_forget, prune_temp_files
 from ._hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from ._index import Hit, SnapshotIndex, build_index, index_dir
 from ._terms import build_term_postings
@@ -129,7 +130,8 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
             if not n.endswith(".index") or not snap.exists() or (snap.name not in served and n != newest_index):
                 shutil.rmtree(p, ignore_errors=True)
                 removed += 1
-    return removed
+    # temporary and WAL files of dead writers (callers hold the build lock)
+    return removed + prune_temp_files(paths)
 
 
 def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | None, str]:
@@ -177,8 +179,8 @@ class SnapshotReader:
                 return
             try:
                 con = connect_snapshot(candidate)
-            except (SnapshotIncomplete, FileNotFoundError):
-                continue
+            except (SnapshotIncomplete, FileNotFoundError, duckdb.IOException):
+                continue  # a layer (or the file) pruned or forgotten meanwhile: an older or newer one serves
             newest = candidate
             break
         if con is None:
@@ -269,6 +271,9 @@ class SnapshotReader:
         """Every cosine of the user's current memories against each vector (threshold guidance)."""
         self.refresh()
         assert self._con is not None and self._settings is not None
+        users, _ = pending_forget(self.paths)
+        if user_id in users:
+            return [[] for _ in vectors]
         rows = self._con.execute(self._settings.similarity_sql, [user_id, [list(v) for v in vectors]]).fetchall()
         out: list[list[float]] = [[] for _ in vectors]
         for intent_id, _memory_id, _kind, sim in rows:
@@ -288,7 +293,28 @@ class SnapshotReader:
     ) -> list[list[RecalledMemory]]:
         """Run the compiled statement for several intents at once; one result list per intent.
         ``texts`` are the query texts for the lexical leg (None for precomputed vectors);
-        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing)."""
+        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing). Nothing of a
+        forget in progress is returned (recall_shim/_forget_journal.py)."""
+        users, memories = pending_forget(self.paths)
+        if user_id in users:
+            self.refresh()
+            return [[] for _ in vectors]
+        found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        if memories:
+            found = [[m for m in group if m.memory_id not in memories] for group in found]
+        return found
+
+    def _run(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None,
+        agent_id: str | None,
+        session_id: str | None,
+    ) -> list[list[RecalledMemory]]:
         self.refresh()
         assert self._con is not None and self._settings is not None
         if not vectors:

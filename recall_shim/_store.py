@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -17,8 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ._embedding import embed_texts
-from ._errors import BuildFailed, InvalidInput, InvalidQuery
-from ._forget import ForgetReport, forget
+from ._errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from ._forget import ForgetReport, complete_pending_forget, forget
 from ._landing import message_record, read_input_file, utc_now_iso, write_landing_file
 from ._locks import file_lock
 from ._paths import StorePaths
@@ -118,7 +119,12 @@ class MemoryStore:
     """
 
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
-        self.paths = StorePaths.of(db if db is not None else default_db()).ensure()
+        self.paths = StorePaths.of(db if db is not None else default_db())
+        try:
+            self.paths.ensure()
+        except OSError as exc:  # a read-only store still serves reads (its folders exist)
+            warnings.warn(f"store {self.paths.db} is not writable: {exc.strerror or exc}", AccessNotRecorded,
+                          stacklevel=2)
         self._reader = SnapshotReader(self.paths)
 
     # --- writing -------------------------------------------------------------------------
@@ -201,6 +207,7 @@ class MemoryStore:
         started = time.monotonic()
         with open(self.paths.build_lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            complete_pending_forget(self.paths, lock="held")  # before dbt reads the warehouse
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
@@ -260,6 +267,7 @@ class MemoryStore:
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
         from that agent / session. An unknown user gets empty lists. Returned memories are logged
         as accesses (they reinforce at the next build) unless ``record_access`` is false."""
+        self._complete_pending_forget()
         k, ms = recall_arguments(queries, self._reader.settings, user_id=user_id, top_k=top_k,
                                  min_sim=min_sim, kinds=kinds, agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
@@ -268,6 +276,17 @@ class MemoryStore:
         if record_access:
             self._record_access(user_id, results)
         return results
+
+    def _complete_pending_forget(self) -> None:
+        """An interrupted forget is completed by the next reader that can take the build lock at
+        once (a running build or forget completes it otherwise); until then readers serve none of
+        its ids (SnapshotReader.run)."""
+        if not self.paths.forget_journal.exists():
+            return
+        try:
+            complete_pending_forget(self.paths, lock="try")
+        except (StorageFailure, StoreBusy) as exc:
+            warnings.warn(f"an interrupted forget could not be completed yet: {exc}", RuntimeWarning, stacklevel=3)
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
@@ -287,21 +306,28 @@ class MemoryStore:
         return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
 
     def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
+        """Land the recalled memories as access events. A store that cannot take the write
+        (disk full, read-only) loses the event, not the recall: a warning says so."""
         if not any(results):
             return
-        with file_lock(self.paths.write_lock, exclusive=False):
-            now = utc_now_iso()
-            query_id = uuid.uuid4().hex
-            seen: set[str] = set()
-            events = []
-            for group in results:
-                for m in group:
-                    if m.memory_id in seen:
-                        continue
-                    seen.add(m.memory_id)
-                    events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
-                                   "query_id": query_id, "accessed_at": now})
-            write_landing_file(self.paths.access, events)
+        try:
+            with file_lock(self.paths.write_lock, exclusive=False):
+                now = utc_now_iso()
+                query_id = uuid.uuid4().hex
+                seen: set[str] = set()
+                events = []
+                for group in results:
+                    for m in group:
+                        if m.memory_id in seen:
+                            continue
+                        seen.add(m.memory_id)
+                        events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
+                                       "query_id": query_id, "accessed_at": now})
+                write_landing_file(self.paths.access, events)
+        except (OSError, StorageFailure) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            warnings.warn(f"recall answered, but its access event was not recorded: {reason}", AccessNotRecorded,
+                          stacklevel=3)
 
     # --- forgetting ----------------------------------------------------------------------
     def forget(self, *, user_id: str | None = None, memory_id: str | None = None,
