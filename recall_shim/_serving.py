@@ -25,6 +25,8 @@ from ._snapshot import connect_snapshot, snapshot_layers
 # and, with the term postings beside it, for the hybrid fusions (recall_shim/_hybrid.py,
 # _terms.py; docs/serving.md). What neither can answer runs as compiled.
 INDEXED_FUSION = "vector"
+# how often a reader lists the published snapshots again when all it listed went meanwhile
+REFRESH_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -174,15 +176,23 @@ class SnapshotReader:
                 self._index = self._open_index(newest)  # published after the snapshot
             return
         con = None
-        for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
-            if candidate == self._path and self._con is not None:
-                return
-            try:
-                con = connect_snapshot(candidate)
-            except (SnapshotIncomplete, FileNotFoundError, duckdb.IOException):
-                continue  # a layer (or the file) pruned or forgotten meanwhile: an older or newer one serves
-            newest = candidate
-            break
+        for _ in range(REFRESH_ATTEMPTS):
+            for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
+                if candidate == self._path and self._con is not None:
+                    return
+                try:
+                    con = connect_snapshot(candidate)
+                except (SnapshotIncomplete, FileNotFoundError, duckdb.IOException):
+                    continue  # a layer (or the file) pruned or forgotten meanwhile: an older one serves
+                newest = candidate
+                break
+            if con is not None:
+                break
+            # every listed snapshot went while we looked (a forget or prune published a newer one)
+            again = ready_snapshots(self.paths)
+            if again == ready:
+                break
+            ready = again
         if con is None:
             raise StoreNotBuilt(f"no complete published snapshot for {self.paths.db}: run `agent-memory build` again")
         rows = {r[0]: r[1:] for r in con.execute(
@@ -299,7 +309,12 @@ class SnapshotReader:
         if user_id in users:
             self.refresh()
             return [[] for _ in vectors]
-        found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        try:
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        except (FileNotFoundError, duckdb.IOException):
+            # the snapshot's index files went (a forget or prune after a newer publish): the newer one answers
+            self.close()
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
         if memories:
             found = [[m for m in group if m.memory_id not in memories] for group in found]
         return found
