@@ -20,6 +20,7 @@ import numpy as np
 from ._embedding import embed_texts
 from ._errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
 from ._forget import ForgetReport, complete_pending_forget, forget
+from ._forget_journal import storage_errors
 from ._landing import message_record, read_input_file, utc_now_iso, write_landing_file
 from ._locks import file_lock
 from ._paths import StorePaths
@@ -142,7 +143,7 @@ class MemoryStore:
     ) -> str:
         """Append one message to the session log (durable when this returns); returns its id."""
         message_id = message_id or f"msg_{uuid.uuid4().hex}"
-        with file_lock(self.paths.write_lock, exclusive=False):
+        with storage_errors("the message was not stored"), file_lock(self.paths.write_lock, exclusive=False):
             row = {
                 "user_id": user_id, "session_id": session_id, "agent_id": agent_id,
                 "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000,
@@ -153,7 +154,7 @@ class MemoryStore:
 
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append many session-log rows (dicts with the session-log columns) as one landing file."""
-        with file_lock(self.paths.write_lock, exclusive=False):
+        with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
             landed_at = utc_now_iso()
             records = [message_record(r, landed_at) for r in rows]
             write_landing_file(self.paths.messages, records)
@@ -169,12 +170,13 @@ class MemoryStore:
         marker = self.paths.inbox / "ingested" / digest
         if marker.exists() and not force:
             return IngestReport(str(p), 0, None, skipped=True)
-        with file_lock(self.paths.write_lock, exclusive=False):
-            landed_at = utc_now_iso()
-            records = [message_record(r, landed_at) for r in read_input_file(p)]
-            landing = write_landing_file(self.paths.messages, records)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
+        with storage_errors(f"{p} was not ingested"):
+            with file_lock(self.paths.write_lock, exclusive=False):
+                landed_at = utc_now_iso()
+                records = [message_record(r, landed_at) for r in read_input_file(p)]
+                landing = write_landing_file(self.paths.messages, records)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
         return IngestReport(str(p), len(records), str(landing) if landing else None)
 
     # --- building ------------------------------------------------------------------------

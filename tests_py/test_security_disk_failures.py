@@ -129,6 +129,11 @@ def test_recall_on_a_full_disk_answers_and_drops_the_access_event(template: Path
         assert "User lives in Zqkeepcity" in found
         assert "access event was not recorded" in err and "No space left" in err
         assert sorted(p.name for p in (disk / "t.inbox" / "access").iterdir()) == events  # no partial file
+        # a write that cannot land is refused with a clear error (HTTP: a JSON error), nothing partial
+        messages = sorted(p.name for p in (disk / "t.inbox" / "messages").iterdir())
+        out = cli("remember", "I prefer cocoa.", "--user", "keep", "--db", str(db))
+        assert out.returncode == 2 and "not stored" in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert sorted(p.name for p in (disk / "t.inbox" / "messages").iterdir()) == messages
 
 
 def test_read_only_store_serves_reads(template: Path) -> None:
