@@ -107,8 +107,8 @@ def pending_forget(paths: StorePaths) -> tuple[frozenset[str], frozenset[str]]:
         return cached[1]
     try:
         journal = load_journal(paths) or {}
-    except (ValueError, StorageFailure):
-        journal = {"scope": "user", "user_id": None}  # unreadable: serve nothing it may name
+    except (ValueError, StorageFailure):  # written atomically, so only a journal of another version
+        journal = {}
     users = frozenset([journal["user_id"]] if journal.get("scope") == "user" and journal.get("user_id") else [])
     value = (users, frozenset(journal.get("memory_ids") or []))
     _pending_cache[paths.forget_journal] = (key, value)
