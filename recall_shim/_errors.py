@@ -69,3 +69,11 @@ class ContentTooLong(TooLarge):
 
 class BuildInProgress(AgentMemoryError):
     """This server is running a build already; a second one is refused, not queued (HTTP 409)."""
+
+class StorageFailure(AgentMemoryError):
+    """The file system refused a write the operation needs (disk full, read-only file system,
+    permission denied). Nothing acknowledged is lost; a ``forget`` resumes where it stopped."""
+
+
+class AccessNotRecorded(UserWarning):
+    """A recall answered, but its access event could not be written (disk full, read-only store)."""

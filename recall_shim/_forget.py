@@ -15,6 +15,11 @@ Order, all under the store's build lock (no build runs meanwhile):
    delete every older snapshot and index folder;
 5. delete the store's dbt target/ and logs/; append the audit record (no content).
 
+Steps 2-5 are journalled (recall_shim/_forget_journal.py): the intent (ids only) is written before
+step 2, each step is safe to repeat and recorded done, the audit line is written once at the end.
+An interrupted forget is completed by the next forget, build or store open; meanwhile readers
+serve none of its ids.
+
 Values are always bound parameters or rows of temporary tables; only identifiers read from the
 catalog and file paths are quoted into SQL text.
 """
@@ -32,14 +37,13 @@ from typing import Any, Iterable
 
 import duckdb
 
-from ._errors import InvalidInput, StoreBusy
+from ._errors import InvalidInput, StorageFailure, StoreBusy
+from ._forget_journal import (append_audit_once, clear_journal, fsync_dir, load_journal, prune_temp_files,
+                              save_journal, storage_errors)
+from ._forget_serving import compact, purge_serving
 from ._landing import utc_now_iso, write_landing_file
-from ._locks import file_lock
+from ._locks import file_lock, try_file_lock
 from ._paths import EMPTY_MARKER, StorePaths
-from ._index import build_index
-from ._terms import build_term_postings
-from ._serving import ready_snapshots
-from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -53,7 +57,11 @@ KEEP_TABLES = frozenset({"stg_forget_requests"})
 
 @dataclass(frozen=True)
 class ForgetReport:
-    """What one ``forget`` did. ``removed`` counts rows (or files) per relation or landing folder."""
+    """What one ``forget`` did. ``memories`` and ``messages`` count the distinct memories and
+    messages found and deleted (0 when nothing was stored), ``removed`` the rows deleted per
+    relation or landing folder; ``housekeeping`` what was cleaned up besides (superseded
+    snapshots, temporary files, dbt's target/ and logs/, the fresh index's size), never counted
+    as removed."""
 
     audit_id: str
     scope: str
@@ -65,6 +73,7 @@ class ForgetReport:
     memories: int
     messages: int
     removed: dict[str, int] = field(default_factory=dict)
+    housekeeping: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,10 +90,6 @@ class _Targets:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _user_matches(value: Any, user_id: str) -> bool:
@@ -130,7 +135,9 @@ def _open_rw(db: Path) -> duckdb.DuckDBPyConnection:
     try:
         return duckdb.connect(str(db))
     except duckdb.IOException as exc:
-        raise StoreBusy(f"cannot open {db} for writing (another process holds it): {exc}") from None
+        if "lock" in str(exc).lower():
+            raise StoreBusy(f"cannot open {db} for writing (another process holds it): {exc}") from None
+        raise StorageFailure(f"cannot open {db} for writing: {exc}") from None
 
 
 def _ids(con: duckdb.DuckDBPyConnection, tables: list[tuple[str, str, set[str]]], column: str,
@@ -245,53 +252,30 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
     return removed
 
 
-def _compact(con: duckdb.DuckDBPyConnection, src: Path, dest: Path) -> None:
-    """Copy the connection's database into a fresh file ``dest`` (only live rows; no freed
-    blocks), close the connection, and atomically put the copy in place. ``src`` may equal
-    ``dest``."""
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.forget-tmp")
-    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
-    con.execute("checkpoint")
-    con.execute(f"attach {_literal(tmp)} as forget_fresh")
-    try:
-        con.execute(f"copy from database {_ident(catalog)} to forget_fresh")
-        con.execute("checkpoint forget_fresh")
-    finally:
-        con.execute("detach forget_fresh")
-        con.close()
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, dest)
-    for stale in (Path(str(dest) + ".wal"), Path(str(tmp) + ".wal")):
-        stale.unlink(missing_ok=True)
-    if src != dest:
-        src.unlink(missing_ok=True)
-        Path(str(src) + ".wal").unlink(missing_ok=True)
-    _fsync_dir(dest.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # --- landing files and snapshots -------------------------------------------------------------
 
-def _purge_landing(paths: StorePaths, t: _Targets) -> dict[str, int]:
-    removed = {"landing:messages": 0, "landing:access": 0, "landing:stale_tmp_files": 0}
+def _purge_landing(paths: StorePaths, t: _Targets, forgotten_at: str,
+                   housekeeping: dict[str, int]) -> tuple[dict[str, int], set[str]]:
+    """Rewrite every landing file without the targets' rows; returns rows removed per folder and
+    the message ids among them. Safe to repeat: a user's rows landed after ``forgotten_at`` (the
+    user came back after the forget) are kept, so a resumed forget removes what the first run
+    would have. Caller holds the exclusive write lock."""
+    removed = {"landing:messages": 0, "landing:access": 0}
+    message_ids: set[str] = set()
+
+    def later(rec: dict[str, Any], stamp: str) -> bool:
+        value = rec.get(stamp)
+        return isinstance(value, str) and value > forgotten_at
 
     def drop_message(rec: dict[str, Any]) -> bool:
         if t.scope == "user" and _user_matches(rec.get("user_id"), t.user_id or ""):
-            return True
+            return not later(rec, "landed_at")
         mid = rec.get("message_id")
         return rec.get("landing_id") in t.landing_ids or (isinstance(mid, str) and mid.strip() in t.message_ids)
 
     def drop_access(rec: dict[str, Any]) -> bool:
         if t.scope == "user" and _user_matches(rec.get("user_id"), t.user_id or ""):
-            return True
+            return not later(rec, "accessed_at")
         return rec.get("memory_id") in t.memory_ids
 
     for folder, key, drop in ((paths.messages, "landing:messages", drop_message),
@@ -301,9 +285,10 @@ def _purge_landing(paths: StorePaths, t: _Targets) -> dict[str, int]:
         changed = False
         for f in sorted(folder.iterdir()):
             if f.name.startswith(".") and ".tmp" in f.name:
-                # a writer that died before its rename: never acknowledged, never loaded
+                # a writer that died before its rename (never acknowledged, never loaded), or this
+                # forget's own copy from an interrupted run
                 f.unlink(missing_ok=True)
-                removed["landing:stale_tmp_files"] += 1
+                housekeeping["landing:stale_tmp_files"] = housekeeping.get("landing:stale_tmp_files", 0) + 1
                 changed = True
                 continue
             if f.name == EMPTY_MARKER or not f.name.endswith(".jsonl") or not f.is_file():
@@ -317,6 +302,8 @@ def _purge_landing(paths: StorePaths, t: _Targets) -> dict[str, int]:
                     rec = None
                 if isinstance(rec, dict) and drop(rec):
                     dropped += 1
+                    if key == "landing:messages" and isinstance(rec.get("message_id"), str):
+                        message_ids.add(rec["message_id"].strip())
                 else:
                     kept.append(line)
             if not dropped:
@@ -325,99 +312,20 @@ def _purge_landing(paths: StorePaths, t: _Targets) -> dict[str, int]:
             changed = True
             if kept:
                 tmp = folder / f".{f.name}.forget.tmp"
-                with open(tmp, "wb") as fh:
-                    fh.write(b"".join(kept))
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, f)
+                try:
+                    with storage_errors(f"cannot rewrite the landing file {f.name}"):
+                        with open(tmp, "wb") as fh:
+                            fh.write(b"".join(kept))
+                            fh.flush()
+                            os.fsync(fh.fileno())
+                        os.replace(tmp, f)
+                finally:
+                    tmp.unlink(missing_ok=True)
             else:
                 f.unlink()
         if changed:
-            _fsync_dir(folder)
-    return removed
-
-
-def _materialize_base(snapshot: Path, work: Path, file: str) -> None:
-    """Write ``snapshot`` (a base or a delta over layers) into ``work`` as a base snapshot named
-    ``file``: its views materialized into tables, every other table copied, and a serving_layers
-    listing only itself (watermark kept), so nothing of the older layers is needed afterwards."""
-    work.unlink(missing_ok=True)
-    con = duckdb.connect(str(work))
-    try:
-        attach_snapshot(con, snapshot, "forget_src")
-        names = [r[0] for r in con.execute(
-            "select table_name from information_schema.tables where table_catalog = 'forget_src'"
-            " and table_schema = 'main' order by table_name").fetchall()]
-        watermark = None
-        if "serving_layers" in names:
-            watermark = con.execute("select max(watermark) from forget_src.main.serving_layers").fetchall()[0][0]
-        for name in names:
-            if name not in LAYER_TABLES:
-                con.execute(f"create table main.{_ident(name)} as select * from forget_src.main.{_ident(name)}"
-                            f" {SNAPSHOT_ORDER.get(name, '')}")
-        con.execute("create table main.serving_layers as select 0::integer as layer, $1::varchar as file,"
-                    " $2::varchar as alias, (select count(*) from main.long_term_memory)::bigint as rows,"
-                    " $3::timestamp as watermark, 'base'::varchar as kind", [file, layer_alias(file), watermark])
-    finally:
-        con.close()
-
-
-def _purge_serving(paths: StorePaths, t: _Targets) -> dict[str, int]:
-    """Publish a purged copy of the newest snapshot, then delete every other snapshot file."""
-    removed: dict[str, int] = {}
-    # the newest snapshot whose layer files all exist (one that is not served is not purged from)
-    ready = [s for s in ready_snapshots(paths) if all((paths.serving / f).exists() for f in snapshot_layers(s))]
-    new_name: str | None = None
-    if ready:
-        newest = ready[-1]
-        stamp = utc_now_iso().replace("-", "").replace(":", "").replace(" ", "T").replace(".", "")
-        new_name = f"snap-{stamp}-forget{uuid.uuid4().hex[:6]}"
-        work = paths.serving / f".{new_name}.work.duckdb"
-        _materialize_base(newest, work, f"{new_name}.duckdb")
-        con = duckdb.connect(str(work))
-        try:
-            for table, n in _delete_rows(con, t).items():
-                removed[f"serving:{table}"] = n
-            con.execute("update serving_layers set rows = (select count(*) from long_term_memory)")
-            _compact(con, work, paths.serving / f"{new_name}.duckdb")
-        finally:
-            try:
-                con.close()
-            except duckdb.Error:
-                pass
-        try:  # a fresh serving index: a new heavy generation, no file (or hard link) of the old ones
-            stats = build_index(paths.serving / f"{new_name}.duckdb")
-            build_term_postings(paths.serving / f"{new_name}.duckdb")  # the hybrid fusion's lexical leg
-            removed["serving:index_rows"] = int(stats.get("rows", 0))
-        except Exception:  # noqa: BLE001 - as at build: without an index the snapshot's statement serves
-            shutil.rmtree(paths.serving / f"{new_name}.index", ignore_errors=True)
-        marker = paths.serving / f"{new_name}.ready"
-        with open(marker, "w", encoding="ascii") as fh:
-            fh.write("invocation_id\nforget\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-    dropped = 0
-    if paths.serving.is_dir():
-        for f in sorted(paths.serving.iterdir(), key=lambda p: not p.name.endswith(".ready")):
-            if new_name is not None and f.name.startswith(new_name + "."):
-                continue
-            if f.name.startswith(("snap-", ".snap-")):
-                if f.is_dir():  # a snapshot's serving index (vectors and content payload)
-                    shutil.rmtree(f, ignore_errors=True)
-                else:
-                    f.unlink(missing_ok=True)
-                dropped += f.name.endswith(".duckdb")
-        _fsync_dir(paths.serving)
-    removed["serving:snapshots_dropped"] = dropped
-    return removed
-
-
-def _append_audit(path: Path, record: dict[str, Any]) -> None:
-    line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
-    with open(path, "a", encoding="ascii") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
+            fsync_dir(folder)
+    return removed, message_ids
 
 
 # --- the operation ---------------------------------------------------------------------------
@@ -425,8 +333,9 @@ def _append_audit(path: Path, record: dict[str, Any]) -> None:
 def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | None = None,
            actor: str | None = None) -> ForgetReport:
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
-    forever, with its source messages) in every file of the store. Idempotent: run it again
-    after an interruption."""
+    forever, with its source messages) in every file of the store. An interrupted forget (of
+    this request or another) is completed first; rerunning an interrupted request completes it
+    and reports it (one audit line)."""
     if user_id is None and memory_id is None:
         raise InvalidInput("forget needs user_id or memory_id")
     if user_id is not None:
@@ -434,34 +343,120 @@ def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | No
     if memory_id is not None:
         memory_id = _check_id(memory_id, "memory_id")
     who = _check_id(actor, "actor") if actor is not None else default_actor()
-    paths.ensure()
+    with storage_errors("cannot prepare the store's folders"):
+        paths.ensure()
     with file_lock(paths.build_lock, exclusive=True):
-        con = _open_rw(paths.db) if paths.db.exists() else None
-        try:
-            targets, found = _find_targets(con, user_id, memory_id)
-            with file_lock(paths.write_lock, exclusive=True):
-                forgotten_at = utc_now_iso()
-                write_landing_file(paths.forget, [{
-                    "tombstone_id": uuid.uuid4().hex, "scope": targets.scope, "user_id": targets.user_id,
-                    "memory_id": memory_id, "forgotten_at": forgotten_at,
-                }])
-                removed = _purge_landing(paths, targets)
-            found = found or bool(removed["landing:messages"] or removed["landing:access"])
-            if con is not None:
-                removed.update({f"warehouse:{k}": v for k, v in _delete_rows(con, targets).items()})
-                _compact(con, paths.db, paths.db)
-                con = None
-        finally:
-            if con is not None:
+        pending = load_journal(paths)
+        if pending is not None:
+            report = _run_journal(paths, pending)
+            if (pending["requested_user_id"], pending["memory_id"]) == (user_id, memory_id):
+                return report  # this very request, interrupted before: now completed
+        return _run_journal(paths, _begin(paths, user_id, memory_id, who))
+
+
+def complete_pending_forget(paths: StorePaths, *, lock: str) -> ForgetReport | None:
+    """Complete an interrupted forget, if any. ``lock``: "held" (the caller holds the build lock,
+    as a build does), "wait" for it, or "try" (store open: a held build lock means a build or
+    forget is running, which completes it; a store that cannot be written is left alone)."""
+    if not paths.forget_journal.exists():
+        return None
+    if lock == "held":
+        journal = load_journal(paths)
+        return _run_journal(paths, journal) if journal is not None else None
+    if lock == "wait":
+        with file_lock(paths.build_lock, exclusive=True):
+            return complete_pending_forget(paths, lock="held")
+    with try_file_lock(paths.build_lock, exclusive=True) as held:
+        return complete_pending_forget(paths, lock="held") if held else None
+
+
+def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: str) -> dict[str, Any]:
+    """Find the targets and write the journal (the intent) before anything is purged."""
+    con = _open_rw(paths.db) if paths.db.exists() else None
+    try:
+        targets, found = _find_targets(con, user_id, memory_id)
+    finally:
+        if con is not None:
+            con.close()
+    with file_lock(paths.write_lock, exclusive=True):  # forgotten_at: after every acknowledged row
+        journal: dict[str, Any] = {
+            "audit_id": uuid.uuid4().hex, "tombstone_id": uuid.uuid4().hex, "scope": targets.scope,
+            "user_id": targets.user_id, "requested_user_id": user_id, "memory_id": memory_id, "actor": who,
+            "forgotten_at": utc_now_iso(), "found": found, "memory_ids": sorted(targets.memory_ids),
+            "message_ids": sorted(targets.message_ids), "landing_ids": sorted(targets.landing_ids),
+            "done": [], "removed": {}, "housekeeping": {},
+        }
+        save_journal(paths, journal)
+    return journal
+
+
+def _tombstone(paths: StorePaths, journal: dict[str, Any]) -> None:
+    needle = f'"tombstone_id": "{journal["tombstone_id"]}"'.encode("ascii")
+    for f in paths.forget.glob("*.jsonl"):
+        if needle in f.read_bytes():
+            return  # written by the interrupted run
+    write_landing_file(paths.forget, [{
+        "tombstone_id": journal["tombstone_id"], "scope": journal["scope"], "user_id": journal["user_id"],
+        "memory_id": journal["memory_id"], "forgotten_at": journal["forgotten_at"],
+    }])
+
+
+def _run_journal(paths: StorePaths, journal: dict[str, Any]) -> ForgetReport:
+    """Run the steps of ``journal`` not yet done (caller holds the build lock), then audit once."""
+    t = _Targets(journal["scope"], journal["user_id"], set(journal["memory_ids"]), set(journal["message_ids"]),
+                 set(journal["landing_ids"]))
+    removed: dict[str, int] = journal["removed"]
+    housekeeping: dict[str, int] = journal["housekeeping"]
+    done: list[str] = journal["done"]
+    messages = set(t.message_ids)
+    with storage_errors("cannot clean up the files of an interrupted forget"):
+        prune_temp_files(paths, min_age=0.0)  # leftovers of an interrupted run (under the build lock)
+
+    def step(name: str) -> bool:
+        return name not in done
+
+    def finish(name: str) -> None:
+        done.append(name)
+        save_journal(paths, journal)
+
+    if step("landing"):
+        with file_lock(paths.write_lock, exclusive=True):
+            with storage_errors("cannot write the forget tombstone"):
+                _tombstone(paths, journal)
+            landed, landed_ids = _purge_landing(paths, t, journal["forgotten_at"], housekeeping)
+        messages |= landed_ids
+        removed.update({k: removed.get(k, 0) + v for k, v in landed.items()})
+        journal["found"] = bool(journal["found"] or landed["landing:messages"] or landed["landing:access"])
+        journal["messages"] = len(messages)
+        finish("landing")
+    if step("warehouse"):
+        if paths.db.exists():
+            con = _open_rw(paths.db)
+            try:
+                with storage_errors("cannot delete the rows from the warehouse"):
+                    for k, v in _delete_rows(con, t).items():
+                        removed[f"warehouse:{k}"] = removed.get(f"warehouse:{k}", 0) + v
+            except BaseException:
                 con.close()
-        removed.update(_purge_serving(paths, targets))
+                raise
+            compact(con, paths.db, paths.db)
+        finish("warehouse")
+    if step("serving"):
+        for k, v in purge_serving(paths, lambda c: _delete_rows(c, t), housekeeping).items():
+            removed[k] = removed.get(k, 0) + v
+        finish("serving")
+    if step("dbt"):
         if paths.dbt_dir.exists():
             shutil.rmtree(paths.dbt_dir, ignore_errors=True)
-            removed["dbt_target_and_logs"] = 1
-        report = ForgetReport(
-            audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id, memory_id=memory_id,
-            actor=who, forgotten_at=forgotten_at, found=found, memories=len(targets.memory_ids),
-            messages=len(targets.message_ids), removed=removed,
-        )
-        _append_audit(paths.audit, {"action": "forget", "completed_at": utc_now_iso(), **report.as_dict()})
+            housekeeping["dbt_target_and_logs"] = 1
+        finish("dbt")
+    found = bool(journal["found"])
+    report = ForgetReport(
+        audit_id=journal["audit_id"], scope=t.scope, user_id=t.user_id, memory_id=journal["memory_id"],
+        actor=journal["actor"], forgotten_at=journal["forgotten_at"], found=found,
+        memories=len(t.memory_ids) if found else 0, messages=int(journal.get("messages", len(messages))),
+        removed={k: v for k, v in removed.items() if v or k.startswith("landing:")}, housekeeping=housekeeping,
+    )
+    append_audit_once(paths.audit, {"action": "forget", "completed_at": utc_now_iso(), **report.as_dict()})
+    clear_journal(paths)
     return report

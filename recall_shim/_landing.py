@@ -35,12 +35,16 @@ def write_landing_file(folder: Path, records: list[dict[str, Any]]) -> Path | No
     name = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:12]}.jsonl"
     tmp = folder / f".{name}.tmp"
     data = "".join(json.dumps(r, ensure_ascii=True, allow_nan=False) + "\n" for r in records)
-    with open(tmp, "w", encoding="ascii") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
     final = folder / name
-    os.rename(tmp, final)
+    try:
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, final)
+    except BaseException:  # e.g. disk full: no partial file stays behind (nothing was acknowledged)
+        tmp.unlink(missing_ok=True)
+        raise
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -9,6 +9,7 @@
     <stem>.build.lock        serialises builds
     <stem>.dbt/              dbt's target/ and logs/ for this store
     <stem>.audit.jsonl       one line per forget: what, when, by whom, counts (never content)
+    <stem>.forget-journal.json  the forget in progress (ids only; gone once it completed)
 
 The same derivation is written in Jinja in ``macros/store_paths.sql``; keep them in step.
 """
@@ -78,6 +79,10 @@ class StorePaths:
         return self._sibling(".audit.jsonl")
 
     @property
+    def forget_journal(self) -> Path:
+        return self._sibling(".forget-journal.json")
+
+    @property
     def serving(self) -> Path:
         return self._sibling(".serving")
 
@@ -91,8 +96,11 @@ class StorePaths:
 
     def ensure(self) -> "StorePaths":
         """Create the folders and the empty landing files that keep DuckDB's globs non-empty."""
+        # what exists is left alone (not even its mtime), so a read-only store opens for reading
         for d in (self.db.parent, self.messages, self.access, self.forget, self.serving):
-            d.mkdir(parents=True, exist_ok=True)
+            if not d.is_dir():
+                d.mkdir(parents=True, exist_ok=True)
         for d in (self.messages, self.access, self.forget):
-            (d / EMPTY_MARKER).touch(exist_ok=True)
+            if not (d / EMPTY_MARKER).exists():
+                (d / EMPTY_MARKER).touch(exist_ok=True)
         return self

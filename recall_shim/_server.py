@@ -4,8 +4,8 @@
 
 Every request passes recall_shim/_http_guard.py first (Host check, bearer token, body limit and
 timeouts). Every error is JSON ``{"error": "..."}``: malformed bodies 422, invalid queries or
-input 400, no token 401, too large 413, no published snapshot yet or a build already running
-409, an operation this store lacks 501, a failed build 500 (short message; details in the log).
+input 400, no token 401, too large 413, no published snapshot yet, a build already running or a busy
+warehouse 409, a write the disk refused 507, an operation this store lacks 501, a failed build 500 (short message; details in the log).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from ._errors import (
     DimensionMismatch,
     InvalidInput,
     InvalidQuery,
+    StorageFailure,
+    StoreBusy,
     StoreNotBuilt,
     TooLarge,
     UnknownEmbeddingModel,
@@ -62,6 +64,8 @@ STATUS: list[tuple[type[AgentMemoryError], int]] = [
     (TooLarge, 413),
     (StoreNotBuilt, 409),
     (BuildInProgress, 409),
+    (StoreBusy, 409),
+    (StorageFailure, 507),
     (DimensionMismatch, 400),
     (InvalidQuery, 400),
     (InvalidInput, 400),

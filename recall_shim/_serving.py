@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 
 from ._errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
+from ._forget_journal import pending_forget, prune_temp_files
 from ._hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from ._index import Hit, SnapshotIndex, build_index, index_dir
 from ._terms import build_term_postings
@@ -24,6 +25,8 @@ from ._snapshot import connect_snapshot, snapshot_layers
 # and, with the term postings beside it, for the hybrid fusions (recall_shim/_hybrid.py,
 # _terms.py; docs/serving.md). What neither can answer runs as compiled.
 INDEXED_FUSION = "vector"
+# how often a reader lists the published snapshots again when all it listed went meanwhile
+REFRESH_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
             if not n.endswith(".index") or not snap.exists() or (snap.name not in served and n != newest_index):
                 shutil.rmtree(p, ignore_errors=True)
                 removed += 1
-    return removed
+    # temporary and WAL files of dead writers (callers hold the build lock)
+    return removed + prune_temp_files(paths)
 
 
 def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | None, str]:
@@ -172,15 +176,23 @@ class SnapshotReader:
                 self._index = self._open_index(newest)  # published after the snapshot
             return
         con = None
-        for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
-            if candidate == self._path and self._con is not None:
-                return
-            try:
-                con = connect_snapshot(candidate)
-            except (SnapshotIncomplete, FileNotFoundError):
-                continue
-            newest = candidate
-            break
+        for _ in range(REFRESH_ATTEMPTS):
+            for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
+                if candidate == self._path and self._con is not None:
+                    return
+                try:
+                    con = connect_snapshot(candidate)
+                except (SnapshotIncomplete, FileNotFoundError, duckdb.IOException):
+                    continue  # a layer (or the file) pruned or forgotten meanwhile: an older one serves
+                newest = candidate
+                break
+            if con is not None:
+                break
+            # every listed snapshot went while we looked (a forget or prune published a newer one)
+            again = ready_snapshots(self.paths)
+            if again == ready:
+                break
+            ready = again
         if con is None:
             raise StoreNotBuilt(f"no complete published snapshot for {self.paths.db}: run `agent-memory build` again")
         rows = {r[0]: r[1:] for r in con.execute(
@@ -269,6 +281,9 @@ class SnapshotReader:
         """Every cosine of the user's current memories against each vector (threshold guidance)."""
         self.refresh()
         assert self._con is not None and self._settings is not None
+        users, _ = pending_forget(self.paths)
+        if user_id in users:
+            return [[] for _ in vectors]
         rows = self._con.execute(self._settings.similarity_sql, [user_id, [list(v) for v in vectors]]).fetchall()
         out: list[list[float]] = [[] for _ in vectors]
         for intent_id, _memory_id, _kind, sim in rows:
@@ -288,7 +303,33 @@ class SnapshotReader:
     ) -> list[list[RecalledMemory]]:
         """Run the compiled statement for several intents at once; one result list per intent.
         ``texts`` are the query texts for the lexical leg (None for precomputed vectors);
-        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing)."""
+        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing). Nothing of a
+        forget in progress is returned (recall_shim/_forget_journal.py)."""
+        users, memories = pending_forget(self.paths)
+        if user_id in users:
+            self.refresh()
+            return [[] for _ in vectors]
+        try:
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        except (FileNotFoundError, duckdb.IOException):
+            # the snapshot's index files went (a forget or prune after a newer publish): the newer one answers
+            self.close()
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        if memories:
+            found = [[m for m in group if m.memory_id not in memories] for group in found]
+        return found
+
+    def _run(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None,
+        agent_id: str | None,
+        session_id: str | None,
+    ) -> list[list[RecalledMemory]]:
         self.refresh()
         assert self._con is not None and self._settings is not None
         if not vectors:

@@ -10,6 +10,7 @@ listed in ``serving_layers`` under its alias; then every statement that reads
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import duckdb
@@ -54,18 +55,27 @@ def snapshot_layers(path: Path) -> list[str]:
     return files if path.name in files else [*files, path.name]
 
 
+# connections to one file in one process share a DuckDB instance, and with it its attachments:
+# two stores (or threads) opening the same snapshot at once must not both attach a layer
+_ATTACH = threading.Lock()
+
+
 def _attach_layers(con: duckdb.DuckDBPyConnection, path: Path, catalog: str | None = None) -> None:
-    # connections to one file in one process share a DuckDB instance, and with it its attachments
-    attached = {r[0] for r in con.execute("select database_name from duckdb_databases()").fetchall()}
-    for _, file, alias, _ in _layers(con, catalog):
-        if file == path.name or alias in attached:
-            continue
-        if alias != layer_alias(file):
-            raise SnapshotIncomplete(f"snapshot {path.name} lists layer {file} under an unexpected alias {alias!r}")
-        layer = path.parent / file
-        if not layer.exists():
-            raise SnapshotIncomplete(f"snapshot {path.name} reads layer {file}, which is gone")
-        con.execute(f"attach {_literal(layer)} as {alias} (read_only)")
+    with _ATTACH:
+        attached = {r[0] for r in con.execute("select database_name from duckdb_databases()").fetchall()}
+        for _, file, alias, _ in _layers(con, catalog):
+            if file == path.name or alias in attached:
+                continue
+            if alias != layer_alias(file):
+                raise SnapshotIncomplete(f"snapshot {path.name} lists layer {file} under an unexpected alias {alias!r}")
+            layer = path.parent / file
+            if not layer.exists():
+                raise SnapshotIncomplete(f"snapshot {path.name} reads layer {file}, which is gone")
+            try:
+                # IF NOT EXISTS: another connection of the instance may have attached it meanwhile
+                con.execute(f"attach if not exists {_literal(layer)} as {alias} (read_only)")
+            except duckdb.IOException as exc:  # pruned (or forgotten) between the check and the attach
+                raise SnapshotIncomplete(f"snapshot {path.name} reads layer {file}, which is gone: {exc}") from None
 
 
 def _literal(path: Path) -> str:

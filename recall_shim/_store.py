@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
@@ -17,8 +18,9 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ._embedding import embed_texts
-from ._errors import BuildFailed, InvalidId, InvalidInput, InvalidQuery
-from ._forget import ForgetReport, forget
+from ._errors import AccessNotRecorded, BuildFailed, InvalidId, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from ._forget import ForgetReport, complete_pending_forget, forget
+from ._forget_journal import storage_errors
 from ._door import admit, admit_strict
 from ._ids import forget_id, normalise_id
 from ._landing import read_input_file, utc_now_iso, write_landing_file
@@ -136,7 +138,12 @@ class MemoryStore:
     """
 
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
-        self.paths = StorePaths.of(db if db is not None else default_db()).ensure()
+        self.paths = StorePaths.of(db if db is not None else default_db())
+        try:
+            self.paths.ensure()
+        except OSError as exc:  # a read-only store still serves reads (its folders exist)
+            warnings.warn(f"store {self.paths.db} is not writable: {exc.strerror or exc}", AccessNotRecorded,
+                          stacklevel=2)
         self._reader = SnapshotReader(self.paths)
 
     # --- writing -------------------------------------------------------------------------
@@ -154,11 +161,12 @@ class MemoryStore:
     ) -> str:
         """Append one message to the session log (durable when this returns); returns its id.
         Raises InvalidId (an id breaks the id rule, recall_shim/_ids.py), ContentTooLong (more than
-        var max_content_chars characters) or InvalidInput (a wrong type); nothing lands then."""
+        var max_content_chars characters), InvalidInput (a wrong type) or StorageFailure (the disk
+        refused the write); nothing lands then."""
         row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
                           message_id=message_id, agent_id=agent_id)
         record = admit_strict(row, utc_now_iso(), door_limits())
-        with file_lock(self.paths.write_lock, exclusive=False):
+        with storage_errors("the message was not stored"), file_lock(self.paths.write_lock, exclusive=False):
             write_landing_file(self.paths.messages, [record])
         return str(record["message_id"])
 
@@ -168,7 +176,7 @@ class MemoryStore:
         lands. Returns how many rows landed."""
         landed_at, limits = utc_now_iso(), door_limits()
         records = [admit_strict(r, landed_at, limits, f"row {i}: ") for i, r in enumerate(rows)]
-        with file_lock(self.paths.write_lock, exclusive=False):
+        with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
             write_landing_file(self.paths.messages, records)
         return len(records)
 
@@ -187,10 +195,11 @@ class MemoryStore:
             return IngestReport(str(p), 0, None, skipped=True)
         landed_at, limits = utc_now_iso(), door_limits()
         records = [admit(r, landed_at, limits) for r in read_input_file(p)]
-        with file_lock(self.paths.write_lock, exclusive=False):
-            landing = write_landing_file(self.paths.messages, records)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
+        with storage_errors(f"{p} was not ingested"):
+            with file_lock(self.paths.write_lock, exclusive=False):
+                landing = write_landing_file(self.paths.messages, records)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
         return IngestReport(str(p), len(records), str(landing) if landing else None,
                             refused=refusals(records))
 
@@ -224,6 +233,7 @@ class MemoryStore:
         started = time.monotonic()
         with open(self.paths.build_lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            complete_pending_forget(self.paths, lock="held")  # before dbt reads the warehouse
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
@@ -291,6 +301,7 @@ class MemoryStore:
         as accesses (they reinforce at the next build) unless ``record_access`` is false.
         ``vectors`` (aligned with ``queries``) are embeddings of the query texts computed by
         the caller with the store's model (the server embeds outside its recall lane)."""
+        self._complete_pending_forget()
         k, ms, user_id, agent_id, session_id = recall_arguments(
             queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
             agent_id=agent_id, session_id=session_id)
@@ -300,6 +311,17 @@ class MemoryStore:
         if record_access:
             self._record_access(user_id, results)
         return results
+
+    def _complete_pending_forget(self) -> None:
+        """An interrupted forget is completed by the next reader that can take the build lock at
+        once (a running build or forget completes it otherwise); until then readers serve none of
+        its ids (SnapshotReader.run)."""
+        if not self.paths.forget_journal.exists():
+            return
+        try:
+            complete_pending_forget(self.paths, lock="try")
+        except (StorageFailure, StoreBusy) as exc:
+            warnings.warn(f"an interrupted forget could not be completed yet: {exc}", RuntimeWarning, stacklevel=3)
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
@@ -319,21 +341,28 @@ class MemoryStore:
         return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
 
     def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
+        """Land the recalled memories as access events. A store that cannot take the write
+        (disk full, read-only) loses the event, not the recall: a warning says so."""
         if not any(results):
             return
-        with file_lock(self.paths.write_lock, exclusive=False):
-            now = utc_now_iso()
-            query_id = uuid.uuid4().hex
-            seen: set[str] = set()
-            events = []
-            for group in results:
-                for m in group:
-                    if m.memory_id in seen:
-                        continue
-                    seen.add(m.memory_id)
-                    events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
-                                   "query_id": query_id, "accessed_at": now})
-            write_landing_file(self.paths.access, events)
+        try:
+            with file_lock(self.paths.write_lock, exclusive=False):
+                now = utc_now_iso()
+                query_id = uuid.uuid4().hex
+                seen: set[str] = set()
+                events = []
+                for group in results:
+                    for m in group:
+                        if m.memory_id in seen:
+                            continue
+                        seen.add(m.memory_id)
+                        events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
+                                       "query_id": query_id, "accessed_at": now})
+                write_landing_file(self.paths.access, events)
+        except (OSError, StorageFailure) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            warnings.warn(f"recall answered, but its access event was not recorded: {reason}", AccessNotRecorded,
+                          stacklevel=3)
 
     # --- forgetting ----------------------------------------------------------------------
     def forget(self, *, user_id: str | None = None, memory_id: str | None = None,

@@ -82,6 +82,7 @@ def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path) -> None:
     assert acked
     loaded = {r[0] for r in query(store, "select message_id from session_messages")}
     assert [m for m in acked if m not in loaded] == []
+    print(f"kill -9 writers: {len(acked)} acknowledged writes, {sum(m in loaded for m in acked)} present after the build")
     landed_lines = sum(len(f.read_text().splitlines()) for f in store.paths.messages.glob("*.jsonl"))
     assert query(store, "select count(*) from session_log")[0][0] == landed_lines
     assert query(store, "select count(*) from session_log where landing_id = 'torn'")[0][0] == 0
