@@ -39,6 +39,7 @@ from ._paths import EMPTY_MARKER, StorePaths
 from ._index import build_index
 from ._terms import build_term_postings
 from ._serving import ready_snapshots
+from ._sql import sql_ident, sql_literal
 from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
@@ -77,14 +78,6 @@ class _Targets:
     memory_ids: set[str]
     message_ids: set[str]
     landing_ids: set[str]
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _user_matches(value: Any, user_id: str) -> bool:
@@ -148,7 +141,7 @@ def _ids(con: duckdb.DuckDBPyConnection, tables: list[tuple[str, str, set[str]]]
                 if where_col == "user_id" else f"list_contains($1::varchar[], {where_col})")
         sel = f"unnest({column})" if column == "source_message_ids" else column
         rows = con.execute(
-            f"select distinct {sel} from {_ident(schema)}.{_ident(table)} where {cond}", [vals]
+            f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}", [vals]
         ).fetchall()
         out.update(r[0] for r in rows if r[0] is not None)
     return out
@@ -184,7 +177,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
     for schema, table, cols in tables:
         if {"memory_id", "source_message_ids"} <= cols and t.message_ids:
             rows = con.execute(
-                f"select distinct memory_id from {_ident(schema)}.{_ident(table)}"
+                f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
                 " where len(source_message_ids) > 0"
                 " and list_has_all($1::varchar[], source_message_ids)",
                 [sorted(t.message_ids)],
@@ -210,10 +203,10 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
     con.execute("create or replace temp table _forget_vectors (e float[])")
     if with_vectors:
         gone = " union ".join(
-            f"select embedding::float[] from {_ident(s)}.{_ident(n)} where memory_id in (select id from _forget_memory_ids)"
+            f"select embedding::float[] from {sql_ident(s)}.{sql_ident(n)} where memory_id in (select id from _forget_memory_ids)"
             for s, n in with_vectors)
         kept = " union ".join(
-            f"select embedding::float[] from {_ident(s)}.{_ident(n)} where memory_id not in (select id from _forget_memory_ids)"
+            f"select embedding::float[] from {sql_ident(s)}.{sql_ident(n)} where memory_id not in (select id from _forget_memory_ids)"
             for s, n in with_vectors)
         con.execute(f"insert into _forget_vectors ({gone}) except ({kept})")
     removed: dict[str, int] = {}
@@ -238,7 +231,7 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
         if not conds:
             continue
         where = " or ".join(f"({c})" for c in conds)
-        n = con.execute(f"delete from {_ident(schema)}.{_ident(table)} where {where}").fetchone()
+        n = con.execute(f"delete from {sql_ident(schema)}.{sql_ident(table)} where {where}").fetchone()
         count = int(n[0]) if n else 0
         if count:
             removed[table] = count
@@ -252,9 +245,9 @@ def _compact(con: duckdb.DuckDBPyConnection, src: Path, dest: Path) -> None:
     tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.forget-tmp")
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
     con.execute("checkpoint")
-    con.execute(f"attach {_literal(tmp)} as forget_fresh")
+    con.execute(f"attach {sql_literal(tmp)} as forget_fresh")
     try:
-        con.execute(f"copy from database {_ident(catalog)} to forget_fresh")
+        con.execute(f"copy from database {sql_ident(catalog)} to forget_fresh")
         con.execute("checkpoint forget_fresh")
     finally:
         con.execute("detach forget_fresh")
@@ -353,7 +346,7 @@ def _materialize_base(snapshot: Path, work: Path, file: str) -> None:
             watermark = con.execute("select max(watermark) from forget_src.main.serving_layers").fetchall()[0][0]
         for name in names:
             if name not in LAYER_TABLES:
-                con.execute(f"create table main.{_ident(name)} as select * from forget_src.main.{_ident(name)}"
+                con.execute(f"create table main.{sql_ident(name)} as select * from forget_src.main.{sql_ident(name)}"
                             f" {SNAPSHOT_ORDER.get(name, '')}")
         con.execute("create table main.serving_layers as select 0::integer as layer, $1::varchar as file,"
                     " $2::varchar as alias, (select count(*) from main.long_term_memory)::bigint as rows,"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from ._errors import InvalidInput
+from ._sql import glob_escape
 
 MESSAGE_FIELDS = ("user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts", "message_id")
 
@@ -122,7 +123,7 @@ def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
 
     con = duckdb.connect()
     try:
-        rel = con.read_parquet(str(path))
+        rel = con.read_parquet(glob_escape(path))  # read_parquet expands globs: match this file only
         cols = rel.columns
         missing = [c for c in ("user_id", "content") if c not in cols]
         if missing:
