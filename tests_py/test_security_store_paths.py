@@ -5,6 +5,7 @@ through a glob, and a path DuckDB cannot open is refused up front (docs/data_pro
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from recall_shim import InvalidInput, InvalidStorePath, MemoryStore
 from .conftest import query
 
 TS = "2026-11-01 10:00:00"
+AS_OF = "2026-11-02T10:00:00.123456"
 # ' and " (SQL quoting), space, %, Unicode, and [x]* which as a raw glob matches the sibling below
 FOLDER = "it's \"odd\" 100% ü 記憶 [x]*"
 SIBLING = "it's \"odd\" 100% ü 記憶 x-other"  # what FOLDER/... matches when pasted unescaped into a glob
@@ -34,7 +36,8 @@ def odd_store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
                              "content": ["I live in Zqcaroltown."], "ts": [TS],
                              "message_id": ["c-1"]}), base / PARQUET)
     assert store.ingest(base / PARQUET).rows == 1
-    store.build()
+    # a legitimate as_of in the T form with a fraction (test_security_sql_vars.py refuses bad ones)
+    store.build(vars={"as_of": AS_OF})
     return store
 
 
@@ -48,6 +51,10 @@ def test_build_and_recall_in_a_folder_with_quotes_spaces_and_glob_characters(odd
     assert FOLDER in str(odd_store.snapshot_path)  # served from the snapshot published in that folder
     # the parquet file was read by its own name, not as a glob
     assert any("Zqcaroltown" in c for c in recalled(odd_store, "carol"))
+
+
+def test_as_of_with_t_and_fraction_builds(odd_store: MemoryStore) -> None:
+    assert query(odd_store, "select distinct built_at from main.recall_queries") == [(datetime(2026, 11, 2, 10, 0, 0, 123456),)]
 
 
 def test_landing_glob_reads_only_this_store(odd_store: MemoryStore) -> None:
