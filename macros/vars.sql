@@ -2,21 +2,23 @@
     (docs/data_protection.md "Settings and paths in SQL").
 
     Every var is read through one of the typed macros below, never with a bare var(): each checks
-    the value against its rule in var_rules() (type, range, allow-list or pattern) and raises a
-    compiler error naming the var and what it expected. Models render while dbt parses the
-    project, so a bad value stops `dbt parse`/`dbt build` before any SQL runs.
+    the value against its rule in var_rules() (check_var: type, range, allow-list or pattern) and
+    raises a compiler error naming the var and what it expected. Models render while dbt parses
+    the project, and check_vars (on-run-start) checks every var once more, so a bad value stops
+    `dbt parse` / `dbt build` before any SQL runs.
 
-      number_var(name)      an int or float (or a string spelling one) within [min, max]:
-                            '1; drop table' is refused; renders as a plain number
+      number_var(name)      an int or float (or a string spelling one) within [min, max];
+                            '1; drop table', NaN and infinity are refused; renders as a number
       bool_var(name)        true / false
-      choice_var(name)      one of an allow-list (fusion_method, retention_action, forms)
+      choice_var(name)      one of an allow-list (fusion_method, retention_action, the forms)
       string_var(name)      a string matching the rule's pattern; emit it with sql_literal()
       string_list_var(name) a list of such strings; emit it with sql_string_list()
-      timestamp_var(name)   none, or 'YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]' checked as a real
-                            date; as_of_timestamp() emits it as a quoted literal
+      timestamp_var(name)   none, or 'YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]' that is a real date,
+                            as 'YYYY-MM-DD HH:MM:SS[.ffffff]'; as_of_timestamp() quotes it
       sql_literal(value)    any string as a quoted SQL literal (quotes doubled, NUL refused)
       sql_string_list(vals) a list of strings, each through sql_literal
-      glob_escape(path)     a path as a DuckDB glob that matches only itself (* ? [ escaped) -#}
+      glob_escape(path)     a path as a DuckDB glob that matches only itself (* ? [ escaped)
+    The Python twin is recall_shim/_sql.py. -#}
 
 {#- The rule of every var in dbt_project.yml, in one place. kind: number (min, max, integer,
     nullable), bool, choice (allowed), string (pattern, full match), string_list (pattern,
