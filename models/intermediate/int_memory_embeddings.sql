@@ -23,6 +23,8 @@ select
     embedding_key,
     {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
     embedding_form,
-    embed(content, {{ sql_literal(string_var('embedding_model')) }}, embedding_form)::{{ embedding_type() }} as embedding,
+    embed(
+        content, {{ sql_literal(string_var('embedding_model')) }}, embedding_form
+    )::{{ embedding_type() }} as embedding,
     '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as embedded_at
 from new_contents

@@ -47,7 +47,8 @@ checked as (
             when content is null or {{ regexp_full_match('content', "'[\\s\\pZ]*'") }} then 'empty_content'
             when length(content) > {{ number_var('max_content_chars') }} then 'content_too_long'
             when {{ regexp_search('content', "'[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]'") }} then 'control_characters'
-            when role is null or role not in ({{ sql_string_list(string_list_var('accepted_roles')) }}) then 'unknown_role'
+            when role is null
+                or role not in ({{ sql_string_list(string_list_var('accepted_roles')) }}) then 'unknown_role'
             when msg_seq is null then 'invalid_msg_seq'
             when message_at is null or not isfinite(message_at)
                 or message_at < '0001-01-01'::timestamp then 'invalid_timestamp'
