@@ -21,7 +21,7 @@ array(
     from (
         select (regexp_matches(lower(regexp_replace({{ text_expr }}, '{{ han }}', ' ', 'g')), '[[:alnum:]]+', 'g'))[1] as w
     ) as words
-    where w <> all(array[{{ sql_string_list(var('lexical_stopwords')) }}])
+    where w <> all(array[{{ sql_string_list(string_list_var('lexical_stopwords')) }}])
     union all
     select substr(run, i, 2)
     from (select (regexp_matches({{ text_expr }}, '{{ han }}+', 'g'))[1] as run) as runs,
@@ -34,9 +34,7 @@ list_concat(
     list_transform(
         list_filter(
             regexp_extract_all(lower(regexp_replace({{ text_expr }}, '\p{Han}', ' ', 'g')), '[\p{L}\p{N}]+'),
-            lambda w: not list_contains([
-                {%- for w in var('lexical_stopwords') %}'{{ w | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor -%}
-            ], w)
+            lambda w: not list_contains([{{ sql_string_list(string_list_var('lexical_stopwords')) }}]::varchar[], w)
         ),
         lambda w: case
             when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
@@ -57,7 +55,9 @@ list_concat(
 {#- BM25 term weight. tf: term frequency in the memory, doc_len: memory length in terms,
     avg_doc_len / n_docs / df: the user's current memories. k1, b: vars lexical_k1, lexical_b. -#}
 {% macro bm25_term(tf, doc_len, avg_doc_len, n_docs, df) -%}
+{%- set k1 = number_var('lexical_k1') -%}
+{%- set b = number_var('lexical_b') -%}
 ln(1 + ({{ n_docs }} - {{ df }} + 0.5) / ({{ df }} + 0.5))
-    * ({{ tf }} * ({{ var('lexical_k1') }} + 1))
-    / ({{ tf }} + {{ var('lexical_k1') }} * (1 - {{ var('lexical_b') }} + {{ var('lexical_b') }} * {{ doc_len }} / nullif({{ avg_doc_len }}, 0)))
+    * ({{ tf }} * ({{ k1 }} + 1))
+    / ({{ tf }} + {{ k1 }} * (1 - {{ b }} + {{ b }} * {{ doc_len }} / nullif({{ avg_doc_len }}, 0)))
 {%- endmacro %}

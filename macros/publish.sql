@@ -24,8 +24,8 @@
     warehouse's), or names only. Uses run_query: adapter.get_columns_in_relation would open a
     transaction that the end of the on-run-end hook rolls back. -#}
 {% macro serving_columns(database, schema, table, with_types=true) -%}
-  {%- set rows = run_query("select column_name, data_type from duckdb_columns() where database_name = '"
-      ~ database ~ "' and schema_name = '" ~ schema ~ "' and table_name = '" ~ table ~ "' order by column_index") -%}
+  {%- set rows = run_query("select column_name, data_type from duckdb_columns() where database_name = " ~ sql_literal(database)
+      ~ " and schema_name = " ~ sql_literal(schema) ~ " and table_name = " ~ sql_literal(table) ~ " order by column_index") -%}
   {{ return(rows.rows | map('join', ' ') | list if with_types else rows.columns[0].values() | list) }}
 {%- endmacro %}
 
@@ -40,7 +40,7 @@
   {%- if flags.FULL_REFRESH -%}
     {%- do base.update({'reason': 'full refresh'}) -%}{{ return(base) }}
   {%- endif -%}
-  {%- set files = run_query("select parse_filename(file) from glob('" ~ folder ~ "/snap-*') order by 1").columns[0].values() | list -%}
+  {%- set files = run_query("select parse_filename(file) from glob(" ~ sql_literal(glob_escape(folder) ~ '/snap-*') ~ ") order by 1").columns[0].values() | list -%}
   {%- set ready = [] -%}
   {%- for f in files if f.endswith('.ready') and (f[:-6] ~ '.duckdb') in files -%}
     {%- do ready.append(f[:-6] ~ '.duckdb') -%}
@@ -49,7 +49,7 @@
     {%- do base.update({'reason': 'no previous snapshot'}) -%}{{ return(base) }}
   {%- endif -%}
   {%- set prev = ready[-1] -%}
-  {%- do run_query("attach '" ~ folder ~ "/" ~ prev ~ "' as serving_prev (read_only)") -%}
+  {%- do run_query("attach " ~ sql_literal(folder ~ '/' ~ prev) ~ " as serving_prev (read_only)") -%}
   {%- set plan = {} -%}
   {%- set tables = run_query("select table_name from duckdb_tables() where database_name = 'serving_prev'").columns[0].values() | list -%}
   {%- if 'serving_layers' not in tables -%}
@@ -58,17 +58,22 @@
     {%- set layers = run_query("select layer, file, alias, rows, watermark::varchar, kind"
         ~ " from serving_prev.main.serving_layers order by layer").rows -%}
     {%- set missing = layers | map(attribute=1) | reject('in', files) | list -%}
+    {#- a layer's alias is attached and named in SQL: it must be the one its file name gives -#}
+    {%- set odd = [] -%}
+    {%- for l in layers if l[1] is none or l[2] != serving_layer_alias(l[1]) -%}{%- do odd.append(l[1] | string) -%}{%- endfor -%}
     {%- set prev_delta = layers[-1][5] == 'delta' -%}
     {%- set ltm_table = 'delta_memories' if prev_delta else 'long_term_memory' -%}
     {%- set mti_table = 'delta_term_index' if prev_delta else 'memory_term_index' -%}
-    {%- set watermark = "'" ~ layers[-1][4] ~ "'::timestamp" if layers[-1][4] is not none else "'-infinity'::timestamp" -%}
+    {%- set watermark = sql_literal(layers[-1][4]) ~ "::timestamp" if layers[-1][4] is not none else "'-infinity'::timestamp" -%}
     {%- set prev_state = 'select memory_id, layer from serving_prev.main.memory_state' if prev_delta
         else 'select memory_id, 0 as layer from serving_prev.main.long_term_memory' -%}
     {%- if missing | length > 0 -%}
       {%- do plan.update({'kind': 'base', 'reason': 'layer file(s) missing: ' ~ (missing | join(', '))}) -%}
+    {%- elif odd | length > 0 -%}
+      {%- do plan.update({'kind': 'base', 'reason': 'unexpected layer alias(es): ' ~ (odd | join(', '))}) -%}
     {%- elif layers[-1][1] != prev -%}
       {%- do plan.update({'kind': 'base', 'reason': 'previous snapshot does not list itself last'}) -%}
-    {%- elif layers | length >= var('serving_max_layers') -%}
+    {%- elif layers | length >= number_var('serving_max_layers') -%}
       {%- do plan.update({'kind': 'base', 'reason': (layers | length) ~ ' layers (serving_max_layers)'}) -%}
     {%- elif serving_columns(ltm.database, ltm.schema, ltm.identifier) != serving_columns('serving_prev', 'main', ltm_table)
         or serving_columns(mti.database, mti.schema, mti.identifier) != serving_columns('serving_prev', 'main', mti_table) -%}
@@ -79,7 +84,7 @@
           ~ watermark ~ " or memory_id not in (select p.memory_id from (" ~ prev_state ~ ") as p))").columns[0].values()[0] -%}
       {%- set chain_rows = (layers | selectattr(5, 'equalto', 'delta') | map(attribute=3) | sum) + delta_rows -%}
       {%- set base_rows = layers[0][3] -%}
-      {%- if chain_rows > var('serving_compact_share') * base_rows -%}
+      {%- if chain_rows > number_var('serving_compact_share') * base_rows -%}
         {%- do plan.update({'kind': 'base', 'reason': chain_rows ~ ' delta rows > serving_compact_share x ' ~ base_rows ~ ' base rows'}) -%}
       {%- else -%}
         {%- do plan.update({'kind': 'delta', 'reason': (layers | length) ~ ' layer(s) below', 'layers': layers,
@@ -105,7 +110,7 @@
       {%- do log('publishing serving snapshot ' ~ name ~ '.duckdb', info=true) -%}
       {%- do log('serving snapshot kind: ' ~ plan.kind ~ ' (' ~ plan.reason ~ ')'
           ~ (', ' ~ plan.delta_rows ~ ' changed memories' if plan.kind == 'delta' else ''), info=true) -%}
-      attach '{{ name }}.duckdb' as serving_snapshot;
+      attach {{ sql_literal(name ~ '.duckdb') }} as serving_snapshot;
       create table serving_snapshot.main.recall_queries as select * from {{ rq }};
       create table serving_snapshot.main.memory_term_stats as select * from {{ target.schema }}.memory_term_stats order by user_id, term;
       {%- set ris = adapter.get_relation(database=target.database, schema=target.schema, identifier='recall_index_settings') %}
@@ -117,13 +122,13 @@
         select * from {{ ltm }} where valid_to is null order by user_id;
       create table serving_snapshot.main.memory_term_index as select * from {{ mti }} order by user_id, term;
       create table serving_snapshot.main.serving_layers as
-        select 0::integer as layer, '{{ stem }}.duckdb'::varchar as file, '{{ serving_layer_alias(stem) }}'::varchar as alias,
+        select 0::integer as layer, {{ sql_literal(stem ~ '.duckdb') }}::varchar as file, {{ sql_literal(serving_layer_alias(stem)) }}::varchar as alias,
             (select count(*) from serving_snapshot.main.long_term_memory)::bigint as rows,
             {{ wm_now }}::timestamp as watermark, 'base'::varchar as kind;
       {%- else %}
       {%- set n = plan.layers | length %}
       {%- for l in plan.layers %}
-      attach '{{ serving_dir() }}/{{ l[1] }}' as {{ l[2] }} (read_only);
+      attach {{ sql_literal(serving_dir() ~ '/' ~ l[1]) }} as {{ l[2] }} (read_only);
       {%- endfor %}
       create table serving_snapshot.main.delta_memories as
         select * from {{ ltm }}
@@ -144,7 +149,7 @@
       create table serving_snapshot.main.serving_layers as
         select * from {{ plan.layers[-1][2] }}.main.serving_layers
         union all
-        select {{ n }}, '{{ stem }}.duckdb', '{{ serving_layer_alias(stem) }}',
+        select {{ n }}, {{ sql_literal(stem ~ '.duckdb') }}, {{ sql_literal(serving_layer_alias(stem)) }},
             (select count(*) from serving_snapshot.main.delta_memories), {{ wm_now }}, 'delta';
       {%- set strength_cols = ['strength', 'last_accessed', 'access_count', 'strength_as_of'] %}
       {%- for view, base_table, delta_table, rel in [('long_term_memory', 'long_term_memory', 'delta_memories', ltm),
@@ -168,7 +173,7 @@
       {%- endfor %}
       {%- endif %}
       detach serving_snapshot;
-      copy (select '{{ invocation_id }}' as invocation_id) to '{{ name }}.ready' (format csv);
+      copy (select {{ sql_literal(invocation_id) }} as invocation_id) to {{ sql_literal(name ~ '.ready') }} (format csv);
     {%- else -%}
       {%- do log('serving snapshot not published: ' ~ (bad | length) ~ ' node(s) errored or marts missing', info=true) -%}
       select 1;

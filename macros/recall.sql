@@ -29,7 +29,7 @@
     min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
-{%- set fusion = fusion if fusion is not none else var('fusion_method') -%}
+{%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
 {%- if fusion not in ('weighted', 'rrf', 'vector', 'lexical') -%}
   {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
 {%- endif -%}
@@ -37,9 +37,9 @@
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
-{%- set w = var('fusion_vector_weight') -%}
-{%- set k = var('fusion_rrf_k') -%}
-{%- set sw = var('strength_weight') -%}
+{%- set w = number_var('fusion_vector_weight') -%}
+{%- set k = number_var('fusion_rrf_k') -%}
+{%- set sw = number_var('strength_weight') -%}
 with recall_queries as (
     {{ queries }}
 ),
@@ -50,7 +50,7 @@ scoped_memories as (
     where user_id = {{ user_id }}
       and (
           ({{ kinds }} is null
-           {%- if not var('recall_episodes_by_default') %} and kind != 'episode'{% endif %})
+           {%- if not bool_var('recall_episodes_by_default') %} and kind != 'episode'{% endif %})
           or {{ list_has(kinds, 'kind') }}
       )
       {%- if current_only %}
@@ -127,7 +127,7 @@ fused as (
                 (v.similarity - min(v.similarity) over intent_window)
                 / nullif(max(v.similarity) over intent_window - min(v.similarity) over intent_window, 0),
                 1)
-            + (1 - {{ w }}) * coalesce(l.lexical_score / (l.lexical_score + {{ var('lexical_saturation') }}), 0)
+            + (1 - {{ w }}) * coalesce(l.lexical_score / (l.lexical_score + {{ number_var('lexical_saturation') }}), 0)
         {%- elif fusion == 'rrf' -%}
         {{ w }} / ({{ k }} + v.vector_rank)
             + coalesce((1 - {{ w }}) / ({{ k }} + l.lexical_rank), 0)
@@ -152,7 +152,7 @@ kept as (
         m.source_message_ids,
         f.relevance
             * (1 - {{ sw }} + {{ sw }} * m.strength)
-            * case when m.is_question then {{ var('question_episode_weight') }} else 1 end as score
+            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
     where f.similarity >= {{ min_sim }}

@@ -1,6 +1,7 @@
-{#- Jinja twin of recall_shim/_paths.py: one DuckDB path names the whole store. -#}
+{#- Jinja twin of recall_shim/_paths.py: one DuckDB path names the whole store. Paths reach SQL
+    only through sql_literal (and glob_escape where DuckDB reads them as a glob), macros/vars.sql. -#}
 {% macro store_stem() -%}
-  {%- set p = var('store_path') -%}
+  {%- set p = string_var('store_path') -%}
   {{- p[:-7] if p.endswith('.duckdb') else p -}}
 {%- endmacro %}
 
@@ -20,7 +21,7 @@
   {%- set known = adapter.get_columns_in_relation(relation) | map(attribute='name') | list -%}
   {%- if 'landing_file' not in known -%}{{ return(none) }}{%- endif -%}
   {%- set sql -%}
-    select file from glob('{{ inbox_dir() }}/{{ folder }}/*.jsonl')
+    select file from glob({{ sql_literal(glob_escape(inbox_dir() ~ '/' ~ folder) ~ '/*.jsonl') }})
     where file not in (select landing_file from {{ relation }} where landing_file is not null)
     order by file
   {%- endset -%}
@@ -39,15 +40,15 @@
 {% macro read_landing(folder, columns, files=none) -%}
 read_json(
     {% if files is none -%}
-    '{{ inbox_dir() }}/{{ folder }}/*.jsonl',
+    {{ sql_literal(glob_escape(inbox_dir() ~ '/' ~ folder) ~ '/*.jsonl') }},
     {%- else -%}
-    [{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
+    [{% for f in files %}{{ sql_literal(glob_escape(f)) }}{{ ", " if not loop.last }}{% endfor %}],
     {%- endif %}
     format = 'newline_delimited',
     maximum_object_size = {{ landing_max_object_bytes() }},
     columns = {
       {%- for name, type in columns.items() %}
-        '{{ name }}': '{{ type }}'{{ "," if not loop.last }}
+        {{ sql_literal(name) }}: {{ sql_literal(type) }}{{ "," if not loop.last }}
       {%- endfor %}
     },
     filename = '_landing_file'

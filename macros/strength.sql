@@ -4,15 +4,15 @@
 
 {% macro decay_strength(strength_expr, days_expr, rate=none, floor=none) -%}
 greatest(
-    {{ floor if floor is not none else var('strength_floor') }},
-    ({{ strength_expr }}) * pow({{ rate if rate is not none else var('decay_rate_per_day') }}, greatest(({{ days_expr }})::{{ double_type() }}, 0))
+    {{ floor if floor is not none else number_var('strength_floor') }},
+    ({{ strength_expr }}) * pow({{ rate if rate is not none else number_var('decay_rate_per_day') }}, greatest(({{ days_expr }})::{{ double_type() }}, 0))
 )
 {%- endmacro %}
 
 {% macro reinforce_strength(strength_expr, step=none, floor=none) -%}
-{%- set step = step if step is not none else var('reinforce_step') -%}
+{%- set step = step if step is not none else number_var('reinforce_step') -%}
 greatest(
-    {{ floor if floor is not none else var('strength_floor') }},
+    {{ floor if floor is not none else number_var('strength_floor') }},
     ({{ strength_expr }}) * (1 - {{ step }}) + {{ step }}
 )
 {%- endmacro %}
@@ -31,9 +31,9 @@ greatest(
 {% macro postgres__fold_strength(gaps_list_expr, rate=none, floor=none, step=none) -%}
 {{ target.schema }}.fold_strength_gaps(
     {{ gaps_list_expr }},
-    {{ rate if rate is not none else var('decay_rate_per_day') }},
-    {{ floor if floor is not none else var('strength_floor') }},
-    {{ step if step is not none else var('reinforce_step') }}
+    {{ rate if rate is not none else number_var('decay_rate_per_day') }},
+    {{ floor if floor is not none else number_var('strength_floor') }},
+    {{ step if step is not none else number_var('reinforce_step') }}
 )
 {%- endmacro %}
 
@@ -45,10 +45,13 @@ list_reduce(
 )
 {%- endmacro %}
 
+{#- The build's as-of time: var as_of (checked by timestamp_var, macros/vars.sql) or the time the
+    run started, as a quoted timestamp literal. -#}
 {% macro as_of_timestamp() -%}
-  {%- if var('as_of') is none -%}
-    '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp
+  {%- set as_of = timestamp_var('as_of') -%}
+  {%- if as_of is none -%}
+    {{ sql_literal(run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f")) }}::timestamp
   {%- else -%}
-    '{{ var("as_of") }}'::timestamp
+    {{ sql_literal(as_of) }}::timestamp
   {%- endif -%}
 {%- endmacro %}

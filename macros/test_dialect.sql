@@ -1,6 +1,6 @@
 {#- Target-specific bodies of generic tests (tests/generic). -#}
 {% macro duckdb__test_embedding_is_valid(model, column_name, dim=none) %}
-{%- set d = dim if dim is not none else var('embedding_dim') -%}
+{%- set d = dim if dim is not none else number_var('embedding_dim') -%}
 select *
 from {{ model }}
 where {{ column_name }} is null
@@ -11,7 +11,7 @@ where {{ column_name }} is null
 
 {#- pgvector refuses NaN and infinity in a vector, so only length and all-zeros are checked. -#}
 {% macro postgres__test_embedding_is_valid(model, column_name, dim=none) %}
-{%- set d = dim if dim is not none else var('embedding_dim') -%}
+{%- set d = dim if dim is not none else number_var('embedding_dim') -%}
 select *
 from {{ model }}
 where {{ column_name }} is null

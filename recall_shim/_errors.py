@@ -54,6 +54,11 @@ class BackendUnavailable(AgentMemoryError):
     """The PostgreSQL backend cannot be used: a package is missing or the server cannot start."""
 
 
+class InvalidStorePath(InvalidInput):
+    """A store path DuckDB cannot open as named: it holds a backslash (read as a folder separator),
+    a ``?`` (read as the start of connection options) or a NUL character."""
+
+
 class SnapshotIncomplete(StoreNotBuilt):
     """A published snapshot lists a layer file that is gone: it cannot be served."""
 

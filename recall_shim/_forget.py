@@ -44,6 +44,7 @@ from ._forget_serving import compact, purge_serving
 from ._landing import utc_now_iso, write_landing_file
 from ._locks import file_lock, try_file_lock
 from ._paths import EMPTY_MARKER, StorePaths
+from ._sql import sql_ident
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -86,10 +87,6 @@ class _Targets:
     memory_ids: set[str]
     message_ids: set[str]
     landing_ids: set[str]
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _user_matches(value: Any, user_id: str) -> bool:
@@ -155,7 +152,7 @@ def _ids(con: duckdb.DuckDBPyConnection, tables: list[tuple[str, str, set[str]]]
                 if where_col == "user_id" else f"list_contains($1::varchar[], {where_col})")
         sel = f"unnest({column})" if column == "source_message_ids" else column
         rows = con.execute(
-            f"select distinct {sel} from {_ident(schema)}.{_ident(table)} where {cond}", [vals]
+            f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}", [vals]
         ).fetchall()
         out.update(r[0] for r in rows if r[0] is not None)
     return out
@@ -191,7 +188,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
     for schema, table, cols in tables:
         if {"memory_id", "source_message_ids"} <= cols and t.message_ids:
             rows = con.execute(
-                f"select distinct memory_id from {_ident(schema)}.{_ident(table)}"
+                f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
                 " where len(source_message_ids) > 0"
                 " and list_has_all($1::varchar[], source_message_ids)",
                 [sorted(t.message_ids)],
@@ -217,10 +214,10 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
     con.execute("create or replace temp table _forget_vectors (e float[])")
     if with_vectors:
         gone = " union ".join(
-            f"select embedding::float[] from {_ident(s)}.{_ident(n)} where memory_id in (select id from _forget_memory_ids)"
+            f"select embedding::float[] from {sql_ident(s)}.{sql_ident(n)} where memory_id in (select id from _forget_memory_ids)"
             for s, n in with_vectors)
         kept = " union ".join(
-            f"select embedding::float[] from {_ident(s)}.{_ident(n)} where memory_id not in (select id from _forget_memory_ids)"
+            f"select embedding::float[] from {sql_ident(s)}.{sql_ident(n)} where memory_id not in (select id from _forget_memory_ids)"
             for s, n in with_vectors)
         con.execute(f"insert into _forget_vectors ({gone}) except ({kept})")
     removed: dict[str, int] = {}
@@ -245,7 +242,7 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
         if not conds:
             continue
         where = " or ".join(f"({c})" for c in conds)
-        n = con.execute(f"delete from {_ident(schema)}.{_ident(table)} where {where}").fetchone()
+        n = con.execute(f"delete from {sql_ident(schema)}.{sql_ident(table)} where {where}").fetchone()
         count = int(n[0]) if n else 0
         if count:
             removed[table] = count

@@ -18,14 +18,7 @@ from ._landing import utc_now_iso
 from ._paths import StorePaths
 from ._serving import ready_snapshots
 from ._snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
+from ._sql import sql_ident, sql_literal
 
 
 def compact(con: duckdb.DuckDBPyConnection, src: Path, dest: Path) -> None:
@@ -38,9 +31,9 @@ def compact(con: duckdb.DuckDBPyConnection, src: Path, dest: Path) -> None:
         with storage_errors(f"cannot write a compacted copy of {src.name} (the forget resumes when run again)"):
             catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
             con.execute("checkpoint")
-            con.execute(f"attach {_literal(tmp)} as forget_fresh")
+            con.execute(f"attach {sql_literal(tmp)} as forget_fresh")
             try:
-                con.execute(f"copy from database {_ident(catalog)} to forget_fresh")
+                con.execute(f"copy from database {sql_ident(catalog)} to forget_fresh")
                 con.execute("checkpoint forget_fresh")
             finally:
                 try:
@@ -76,7 +69,7 @@ def materialize_base(snapshot: Path, work: Path, file: str) -> None:
             watermark = con.execute("select max(watermark) from forget_src.main.serving_layers").fetchall()[0][0]
         for name in names:
             if name not in LAYER_TABLES:
-                con.execute(f"create table main.{_ident(name)} as select * from forget_src.main.{_ident(name)}"
+                con.execute(f"create table main.{sql_ident(name)} as select * from forget_src.main.{sql_ident(name)}"
                             f" {SNAPSHOT_ORDER.get(name, '')}")
         con.execute("create table main.serving_layers as select 0::integer as layer, $1::varchar as file,"
                     " $2::varchar as alias, (select count(*) from main.long_term_memory)::bigint as rows,"

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 
 from ._door import UnreadableLine
 from ._errors import InvalidInput
+from ._sql import glob_escape
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -148,7 +149,7 @@ def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
 
     con = duckdb.connect()
     try:
-        rel = con.read_parquet(str(path))
+        rel = con.read_parquet(glob_escape(path))  # read_parquet expands globs: match this file only
         cols = [_column(c) for c in rel.columns]
         _refuse_columns(path, cols)
         for values in rel.fetchall():

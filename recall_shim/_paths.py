@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import InvalidInput
+from ._errors import InvalidInput, InvalidStorePath
 
 EMPTY_MARKER = "_empty.jsonl"
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
@@ -39,13 +39,29 @@ def project_dir() -> Path:
     )
 
 
+# DuckDB reads a backslash as a folder separator and ? as the start of options in every file it opens
+# (the warehouse, ATTACH, read_json), so a store under such a name cannot work; the same rule is
+# var store_path's in macros/vars.sql. Quotes, spaces, %, *, [ and any Unicode are fine: paths reach
+# SQL only through recall_shim/_sql.py and the sql_literal / glob_escape macros.
+_UNOPENABLE = {"\\": "a backslash", "?": "a ?", "\x00": "a NUL character"}
+
+
+def check_store_path(path: Path) -> Path:
+    """``path`` unchanged, or InvalidStorePath when DuckDB could not open a store there."""
+    for ch, what in _UNOPENABLE.items():
+        if ch in str(path):
+            raise InvalidStorePath(f"store path {str(path)[:200]!r} holds {what}, which DuckDB cannot open as a file"
+                                   " name (it reads \\ as a separator and ? as options); choose another folder")
+    return path
+
+
 @dataclass(frozen=True)
 class StorePaths:
     db: Path
 
     @classmethod
     def of(cls, db: str | Path) -> "StorePaths":
-        return cls(Path(db).expanduser().resolve())
+        return cls(check_store_path(Path(check_store_path(Path(db))).expanduser().resolve()))
 
     @property
     def stem(self) -> Path:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._errors import BackendUnavailable
+from ._errors import BackendUnavailable, InvalidInput
 from ._landing import utc_now_iso
+from ._sql import sql_ident
 
 __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
@@ -40,6 +42,7 @@ def selected_target(target: str | None = None) -> str:
         raise BackendUnavailable(f"unknown target {t!r}: use duckdb or postgres ({TARGET_ENV})")
     return t
 
+_PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
 #: landing channel -> table (twin of the landing_table macro in macros/dialect.sql)
@@ -62,6 +65,11 @@ class PgConnection:
     dbname: str = "agent_memory"
     schema: str = "agent_memory"
     password: str = ""
+
+    def __post_init__(self) -> None:
+        # the dbt postgres target writes the schema unquoted (target.schema in macros/*.sql)
+        check_pg_name(self.schema, "schema")
+        check_pg_name(self.dbname, "dbname")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "PgConnection":
@@ -95,6 +103,14 @@ def _psycopg() -> Any:
     return psycopg
 
 
+def check_pg_name(name: str, what: str) -> str:
+    """``name`` if it is a plain PostgreSQL name (lower-case letters, digits, _; at most 63);
+    raises InvalidInput otherwise, so a schema or database name never needs quoting in SQL."""
+    if not isinstance(name, str) or not _PG_NAME.fullmatch(name):
+        raise InvalidInput(f"PostgreSQL {what} must match {_PG_NAME.pattern} (got {str(name)[:70]!r})")
+    return name
+
+
 class LocalPostgres:
     """A PostgreSQL server with pgvector from the ``pgserver`` wheel, in ``pgdata``.
 
@@ -103,6 +119,8 @@ class LocalPostgres:
     """
 
     def __init__(self, pgdata: Path, dbname: str = "agent_memory", schema: str = "agent_memory") -> None:
+        check_pg_name(schema, "schema")
+        check_pg_name(dbname, "dbname")
         self.pgdata = Path(pgdata)
         self.dbname = dbname
         self.schema = schema
@@ -129,11 +147,11 @@ class LocalPostgres:
             if not exists:
                 # a UTF-8 LC_CTYPE makes lower() and regex classes Unicode-aware (the tokenize macro)
                 try:
-                    con.execute(f"create database \"{self.dbname}\" template template0 encoding 'UTF8'"
+                    con.execute(f"create database {sql_ident(self.dbname)} template template0 encoding 'UTF8'"
                                 " lc_collate 'C.UTF-8' lc_ctype 'C.UTF-8'")
                 except Exception:  # no C.UTF-8 locale on this system
-                    con.execute(f'create database "{self.dbname}"')
-            con.execute(f"alter database \"{self.dbname}\" set timezone = 'UTC'")
+                    con.execute(f'create database {sql_ident(self.dbname)}')
+            con.execute(f"alter database {sql_ident(self.dbname)} set timezone = 'UTC'")
         conn = PgConnection(host=admin.host, port=admin.port, dbname=self.dbname, schema=self.schema)
         with conn.connect(autocommit=True) as con:
             con.execute("create extension if not exists vector")
@@ -157,24 +175,24 @@ def ensure_landing(conn: PgConnection) -> None:
     s = conn.schema
     with conn.connect() as con:  # one transaction; concurrent first uses take turns
         con.execute("select pg_advisory_xact_lock(%s)", [_SETUP_LOCK_KEY])
-        con.execute(f'create schema if not exists "{s}"')
+        con.execute(f'create schema if not exists {sql_ident(s)}')
         con.execute(
-            f'create table if not exists "{s}".{LANDING_TABLES["messages"]} ('
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["messages"]} ('
             + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
             + ", primary key (landing_id))")
         # a store created before the door (recall_shim/_door.py) lacks its column
-        con.execute(f'alter table "{s}".{LANDING_TABLES["messages"]} add column if not exists door_reason text')
+        con.execute(f'alter table {sql_ident(s)}.{LANDING_TABLES["messages"]} add column if not exists door_reason text')
         con.execute(
-            f'create table if not exists "{s}".{LANDING_TABLES["access"]} ('
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["access"]} ('
             + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
         con.execute(
-            f'create table if not exists "{s}".{LANDING_TABLES["forget"]} ('
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["forget"]} ('
             + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
         # sha256 of every file `ingest` landed (skip a file landed before unless forced)
-        con.execute(f'create table if not exists "{s}".ingested_files (digest text primary key, file text,'
+        con.execute(f'create table if not exists {sql_ident(s)}.ingested_files (digest text primary key, file text,'
                     ' n_rows bigint, landed_at text)')
         # forget's audit trail: ids and counts only, never content (docs/data_protection.md)
-        con.execute(f'create table if not exists "{s}".forget_audit (audit_id text primary key,'
+        con.execute(f'create table if not exists {sql_ident(s)}.forget_audit (audit_id text primary key,'
                     ' completed_at text, record text)')
         con.commit()
 
@@ -208,7 +226,7 @@ def insert_rows(cur: Any, schema: str, table: str, columns: tuple[str, ...], val
     """INSERT ``values`` with the caller's cursor (inside the caller's transaction)."""
     # NUL cannot be stored in PostgreSQL text: it is replaced like invalid UTF-8 (U+FFFD).
     values = [tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in row) for row in values]
-    sql = (f'insert into "{schema}".{table} ({", ".join(columns)}) '
+    sql = (f'insert into {sql_ident(schema)}.{table} ({", ".join(columns)}) '
            f'values ({", ".join(["%s"] * len(columns))})')
     cur.executemany(sql, values)
 

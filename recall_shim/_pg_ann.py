@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from ._sql import sql_ident
+
 __all__ = ["PgAnn"]
 
 EF_SEARCH_MAX = 1000  # pgvector's hnsw.ef_search upper limit
@@ -39,7 +41,7 @@ class PgAnn:
 
     def _index_settings(self, con: Any) -> tuple[int, int]:
         if self._settings is None:
-            row = con.execute(f'select min_rows, candidates from "{self.schema}".recall_index_settings').fetchone()
+            row = con.execute(f'select min_rows, candidates from {sql_ident(self.schema)}.recall_index_settings').fetchone()
             self._settings = (int(row[0]), int(row[1])) if row else (20_000, 128)
         return self._settings
 
@@ -47,7 +49,7 @@ class PgAnn:
         min_rows, _ = self._index_settings(con)
         if user_id not in self._counts:
             self._counts[user_id] = int(con.execute(
-                f'select count(*) from "{self.schema}".long_term_memory where user_id = %s and valid_to is null',
+                f'select count(*) from {sql_ident(self.schema)}.long_term_memory where user_id = %s and valid_to is null',
                 [user_id]).fetchone()[0])
         return self._counts[user_id] > min_rows
 
@@ -64,7 +66,7 @@ class PgAnn:
         vec_t = f"vector({dim})"
         sql = (f"select memory_id, kind, content, strength, source_message_ids, is_question,"
                f" 1 - (embedding::{vec_t} <=> %s::{vec_t}) as similarity"
-               f' from "{self.schema}".long_term_memory'
+               f' from {sql_ident(self.schema)}.long_term_memory'
                f" where user_id = %s and valid_to is null{kind_sql}"
                f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
         top_factor = max(1.0, question_weight)  # strength <= 1, so (1 - w + w x strength) <= 1

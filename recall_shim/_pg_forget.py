@@ -29,15 +29,12 @@ from ._errors import InvalidInput
 from ._forget import ID_COLUMNS, ForgetReport, _check_id, _Targets, default_actor
 from ._landing import utc_now_iso
 from ._pg import FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
+from ._sql import sql_ident
 
 __all__ = ["forget_pg"]
 
 # Rebuilt from the tombstones / kept as the record of what was done; never purged.
 _KEEP_TABLES = frozenset({"stg_forget_requests", LANDING_TABLES["forget"], "forget_audit", "ingested_files"})
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _tables(cur: Any, schema: str) -> list[tuple[str, set[str], dict[str, str]]]:
@@ -70,7 +67,7 @@ def _ids(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]
                 if where_col == "user_id" else f"{where_col}::text = any(%s::text[])")
         params = [vals, vals] if where_col == "user_id" else [vals]
         sel = f"unnest({column})" if column == "source_message_ids" else column
-        rows = cur.execute(f"select distinct {sel} from {_ident(schema)}.{_ident(table)} where {cond}",
+        rows = cur.execute(f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}",
                            params).fetchall()
         out.update(str(r[0]) for r in rows if r[0] is not None)
     return out
@@ -99,7 +96,7 @@ def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
     for table, cols, types in tables:
         if {"memory_id", "source_message_ids"} <= cols and types["source_message_ids"].startswith("_") and t.message_ids:
             rows = cur.execute(
-                f"select distinct memory_id from {_ident(schema)}.{_ident(table)}"
+                f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
                 " where cardinality(source_message_ids) > 0 and source_message_ids::text[] <@ %s::text[]",
                 [sorted(t.message_ids)]).fetchall()
             t.memory_ids.update(r[0] for r in rows)
@@ -115,9 +112,9 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
     with_vectors = [n for n, cols, _ in tables if {"memory_id", "embedding"} <= cols]
     cur.execute("create temp table if not exists _forget_vectors (e vector) on commit drop")
     if with_vectors and ids["memory"]:
-        gone = " union ".join(f"select embedding::vector from {_ident(schema)}.{_ident(n)}"
+        gone = " union ".join(f"select embedding::vector from {sql_ident(schema)}.{sql_ident(n)}"
                               " where memory_id = any(%(m)s::text[])" for n in with_vectors)
-        kept = " union ".join(f"select embedding::vector from {_ident(schema)}.{_ident(n)}"
+        kept = " union ".join(f"select embedding::vector from {sql_ident(schema)}.{sql_ident(n)}"
                               " where not memory_id = any(%(m)s::text[])" for n in with_vectors)
         cur.execute(f"insert into _forget_vectors ({gone}) except ({kept})", {"m": ids["memory"]})
     removed: dict[str, int] = {}
@@ -136,7 +133,7 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
         if not conds:
             continue
         where = " or ".join(f"({c})" for c in conds)
-        cur.execute(f"delete from {_ident(schema)}.{_ident(table)} where {where}", ids)
+        cur.execute(f"delete from {sql_ident(schema)}.{sql_ident(table)} where {where}", ids)
         if cur.rowcount:
             removed[table] = int(cur.rowcount)
     return removed
@@ -175,14 +172,14 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
                         memory_id=memory_id, actor=who, forgotten_at=forgotten_at, found=found,
                         memories=len(targets.memory_ids), messages=len(targets.message_ids), removed=removed)
                     completed = utc_now_iso()
-                    cur.execute(f"insert into {_ident(s)}.forget_audit values (%s, %s, %s)",
+                    cur.execute(f"insert into {sql_ident(s)}.forget_audit values (%s, %s, %s)",
                                 [report.audit_id, completed, json.dumps(
                                     {"action": "forget", "completed_at": completed, **report.as_dict()},
                                     ensure_ascii=True, sort_keys=True)])
                 con.commit()
             # rewrite the tables rows left, so that no dead tuple keeps the old bytes
             for key in removed:
-                lock.execute(f"vacuum full {_ident(s)}.{_ident(key.split(':', 1)[1])}")
+                lock.execute(f"vacuum full {sql_ident(s)}.{sql_ident(key.split(':', 1)[1])}")
         finally:
             lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
     if work_dir.exists():

@@ -42,6 +42,7 @@ from ._pg import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing,
                   land_messages, message_values)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings
+from ._sql import sql_ident
 from ._store import (BuildResult, IngestReport, Query, message_row, project_dir, recall_arguments, refusals,
                      scope_id)
 
@@ -103,7 +104,7 @@ class _Reader:
         try:
             with self.conn.connect() as con:
                 return con.execute(f'select query_name, {", ".join(_SETTING_COLUMNS)} '
-                                   f'from "{self.conn.schema}".recall_queries').fetchall()
+                                   f'from {sql_ident(self.conn.schema)}.recall_queries').fetchall()
         except psycopg.errors.UndefinedTable:
             raise StoreNotBuilt(f"schema {self.conn.schema} has no recall_queries: build first") from None
 
@@ -172,13 +173,13 @@ class PgMemoryStore:
         with self.conn.connect() as con:
             with con.cursor() as cur:
                 cur.execute("select pg_advisory_xact_lock(hashtext(%s))", [digest])
-                seen = cur.execute(f'select 1 from "{s}".ingested_files where digest = %s', [digest]).fetchone()
+                seen = cur.execute(f'select 1 from {sql_ident(s)}.ingested_files where digest = %s', [digest]).fetchone()
                 if seen and not force:
                     return IngestReport(str(p), 0, None, skipped=True)
                 records = [admit(r, landed_at, limits) for r in read_input_file(p)]
                 values = message_values(records)
                 insert_rows(cur, s, LANDING_TABLES["messages"], MESSAGE_COLUMNS, values)
-                cur.execute(f'insert into "{s}".ingested_files values (%s, %s, %s, %s) on conflict (digest) do update'
+                cur.execute(f'insert into {sql_ident(s)}.ingested_files values (%s, %s, %s, %s) on conflict (digest) do update'
                             ' set n_rows = excluded.n_rows, landed_at = excluded.landed_at',
                             [digest, str(p), len(values), landed_at])
             con.commit()
@@ -212,15 +213,15 @@ class PgMemoryStore:
         with self.conn.connect() as con:
             rows = con.execute(
                 f"""with texts as (
-                        select embedding_form as form, content as text from {s}.int_memory_candidates
+                        select embedding_form as form, content as text from {sql_ident(s)}.int_memory_candidates
                         union
-                        select %(qf)s, query_text from {s}.recall_intents
+                        select %(qf)s, query_text from {sql_ident(s)}.recall_intents
                     )
                     select distinct md5(concat_ws('|', %(m)s::text, form, text)) as k, form, text
                     from texts
                     where text is not null and btrim(text) <> ''
                       and md5(concat_ws('|', %(m)s::text, form, text))
-                          not in (select embedding_key from {s}.embedding_cache)""",
+                          not in (select embedding_key from {sql_ident(s)}.embedding_cache)""",
                 {"m": model, "qf": query_form}).fetchall()
             by_form: dict[str, list[tuple[str, str]]] = {}
             for key, form, text in rows:
@@ -230,7 +231,7 @@ class PgMemoryStore:
                 for form, items in by_form.items():
                     vecs = embed_texts(model, form, [t for _, t in items])
                     cur.executemany(
-                        f"insert into {s}.embedding_cache values (%s, %s, %s, %s::vector, %s::timestamp)"
+                        f"insert into {sql_ident(s)}.embedding_cache values (%s, %s, %s, %s::vector, %s::timestamp)"
                         " on conflict (embedding_key) do nothing",
                         [(k, model, form, "[" + ",".join(repr(float(x)) for x in v) + "]", now)
                          for (k, _), v in zip(items, vecs)])

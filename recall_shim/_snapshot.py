@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ._errors import SnapshotIncomplete
+from ._sql import sql_ident, sql_literal
 
 __all__ = ["LAYER_TABLES", "SNAPSHOT_ORDER", "attach_snapshot", "connect_snapshot", "layer_alias", "snapshot_layers"]
 
@@ -34,12 +35,12 @@ def layer_alias(file: str) -> str:
 
 
 def _layers(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[tuple[int, str, str, str]]:
-    db = "current_database()" if catalog is None else f"'{catalog}'"
+    db = "current_database()" if catalog is None else sql_literal(catalog)
     has = con.execute(f"select count(*) from duckdb_tables() where database_name = {db}"
                       " and table_name = 'serving_layers'").fetchall()[0][0]
     if not has:
         return []
-    where = "" if catalog is None else f'"{catalog}".main.'
+    where = "" if catalog is None else f"{sql_ident(catalog)}.main."
     return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]))
             for r in con.execute(f"select layer, file, alias, kind from {where}serving_layers order by layer").fetchall()]
 
@@ -73,13 +74,9 @@ def _attach_layers(con: duckdb.DuckDBPyConnection, path: Path, catalog: str | No
                 raise SnapshotIncomplete(f"snapshot {path.name} reads layer {file}, which is gone")
             try:
                 # IF NOT EXISTS: another connection of the instance may have attached it meanwhile
-                con.execute(f"attach if not exists {_literal(layer)} as {alias} (read_only)")
+                con.execute(f"attach if not exists {sql_literal(layer)} as {sql_ident(alias)} (read_only)")
             except duckdb.IOException as exc:  # pruned (or forgotten) between the check and the attach
                 raise SnapshotIncomplete(f"snapshot {path.name} reads layer {file}, which is gone: {exc}") from None
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def connect_snapshot(path: Path | str) -> duckdb.DuckDBPyConnection:
@@ -98,5 +95,5 @@ def connect_snapshot(path: Path | str) -> duckdb.DuckDBPyConnection:
 def attach_snapshot(con: duckdb.DuckDBPyConnection, path: Path, name: str) -> None:
     """Attach the published snapshot ``path`` read-only to ``con`` as ``name``, with every layer
     it reads (so its views work from ``con``, e.g. a read-write connection to another file)."""
-    con.execute(f"attach {_literal(path)} as {name} (read_only)")
+    con.execute(f"attach {sql_literal(path)} as {sql_ident(name)} (read_only)")
     _attach_layers(con, path, name)

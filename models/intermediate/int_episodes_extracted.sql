@@ -6,13 +6,13 @@
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with new_messages as (
-    {{ new_messages_to_extract(var('episode_roles')) }}
+    {{ new_messages_to_extract(string_list_var('episode_roles')) }}
 ),
 
 messages as (
     select *
     from new_messages
-    where {{ list_length(tokenize('content')) }} >= {{ var('episode_min_terms') }}
+    where {{ list_length(tokenize('content')) }} >= {{ number_var('episode_min_terms') }}
 )
 
 select
@@ -22,7 +22,7 @@ select
     'episode' as rule_id,
     'episode' as kind,
     null::varchar as slot,
-    left(trim(content), {{ var('max_episode_chars') }}) as content,
+    left(trim(content), {{ number_var('max_episode_chars') }}) as content,
     message_at,
     loaded_at
 from messages

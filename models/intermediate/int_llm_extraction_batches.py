@@ -9,6 +9,7 @@ The client lives in recall_shim/_llm.py; see docs/llm_extraction.md.
 import pyarrow as pa
 
 from recall_shim._llm import BATCH_COLUMNS, LLMConfig, Message, batch_rows, run_extraction
+from recall_shim._sql import sql_literal
 
 SCHEMA = pa.schema([
     ("batch_id", pa.string()),
@@ -49,7 +50,7 @@ def model(dbt, session):
             done = {r[0] for r in session.sql(
                 f"select distinct unnest(message_ids) from {dbt.this} where status = 'ok'"
             ).fetchall()}
-        role_list = ", ".join("'" + str(r).replace("'", "''") + "'" for r in roles or ["user"])
+        role_list = ", ".join(sql_literal(str(r)) for r in roles or ["user"])
         rows = (messages.filter(f"role in ({role_list})")
                 .order("user_id, message_at, message_id")
                 .project("message_id, user_id, content")

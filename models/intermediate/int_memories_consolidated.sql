@@ -97,7 +97,7 @@ near_new as materialized (
                 and n.kind = o.kind
                 and n.kind != 'episode'
                 and n.candidate_id != o.candidate_id
-                and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ var('consolidation_min_sim') }}
+                and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
         where n.is_new
     {%- else -%}
         -- a full build recomputes every user (near_pairs)
@@ -138,7 +138,7 @@ near_pairs as (
             and later.kind = earlier.kind
             and later.kind != 'episode'
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
-            and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ var('consolidation_min_sim') }}
+            and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ number_var('consolidation_min_sim') }}
     where later.user_id in (select fu.user_id from full_users as fu)
     union all
     -- other users: only new candidates pick (existing ones keep their memory)

@@ -4,7 +4,7 @@
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with messages as (
-    {{ new_messages_to_extract(var('extract_roles')) }}
+    {{ new_messages_to_extract(string_list_var('extract_roles')) }}
 ),
 
 sentences as (
@@ -17,7 +17,7 @@ sentences as (
     from messages,
         unnest(regexp_split_to_array(content, '[.!?;。！？；\n]+')) as s (sentence)
     where length(trim(sentence)) > 1
-        and length(sentence) <= {{ var('max_memory_chars') }}
+        and length(sentence) <= {{ number_var('max_memory_chars') }}
 ),
 
 rules as (

@@ -21,8 +21,10 @@ new_contents as (
 
 select
     embedding_key,
-    '{{ var("embedding_model") }}' as embedding_model,
+    {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
     embedding_form,
-    embed(content, '{{ var("embedding_model") }}', embedding_form)::{{ embedding_type() }} as embedding,
+    embed(
+        content, {{ sql_literal(string_var('embedding_model')) }}, embedding_form
+    )::{{ embedding_type() }} as embedding,
     '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as embedded_at
 from new_contents

@@ -4,11 +4,8 @@
     ('archive': moved to memory_archive, out of recall; 'drop': out of recall and not kept);
     every other memory is 'keep'. var retention_days null keeps everything. A pure function of
     (events, as_of): a memory mentioned again is reinforced above the floor and comes back. -#}
-{%- set days = var('retention_days') -%}
-{%- set action = var('retention_action') -%}
-{%- if action not in ('archive', 'drop') -%}
-  {{ exceptions.raise_compiler_error("var retention_action must be archive or drop, got " ~ action) }}
-{%- endif %}
+{%- set days = number_var('retention_days') -%}
+{%- set action = choice_var('retention_action') %}
 with memories as (
     select memory_id, kind, last_mentioned_at
     from {{ ref('int_memories_consolidated') }}
@@ -37,10 +34,10 @@ select
         'keep'
     {%- else -%}
     case
-        when {{ list_has(text_list_literal(sql_string_list(var('retention_kinds'))), 'kind') }}
-            and last_active_at < strength_as_of - {{ days_interval(days | int) }}
-            and strength <= {{ var('strength_floor') }} + 1e-9
-        then '{{ action }}'
+        when {{ list_has(text_list_literal(sql_string_list(string_list_var('retention_kinds'))), 'kind') }}
+            and last_active_at < strength_as_of - {{ days_interval(days) }}
+            and strength <= {{ number_var('strength_floor') }} + 1e-9
+        then {{ sql_literal(action) }}
         else 'keep'
     end
     {%- endif %} as retention_action

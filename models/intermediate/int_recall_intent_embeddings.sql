@@ -4,5 +4,5 @@ select
     intent_id,
     user_id,
     query_text,
-    {{ embed_sql('query_text', var('embedding_query_form')) }} as embedding
+    {{ embed_sql('query_text', choice_var('embedding_query_form')) }} as embedding
 from {{ ref('recall_intents') }}

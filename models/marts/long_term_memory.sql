@@ -50,7 +50,7 @@ select
     s.strength_as_of,
     m.embedding_form,
     m.kind = 'episode' and {{ regexp_search('m.content', "'[?？]\\s*$'") }} as is_question,
-    '{{ var("embedding_model") }}' as embedding_model,
+    {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
     p.session_ids,
     p.agent_ids,
     m.consolidated_at

@@ -12,34 +12,30 @@
      '$1 text VARCHAR'),
 ] -%}
 
-{%- set quoted = [] -%}
-{%- for w in var('lexical_stopwords') -%}
-    {%- do quoted.append("'" ~ (w | replace("'", "''")) ~ "'") -%}
-{%- endfor -%}
-{%- set stopwords_sql = 'array[' ~ (quoted | join(', ')) ~ ']' -%}
+{%- set stopwords_sql = 'array[' ~ sql_string_list(string_list_var('lexical_stopwords')) ~ ']' -%}
 
 {% for name, sql_text, parameters in statements %}
     select
-        '{{ name }}' as query_name,
-        '{{ sql_text | replace("'", "''") }}' as sql_text,
-        '{{ parameters }}' as parameters,
-        '{{ var("fusion_method") }}' as fusion_method,
-        {{ var('strength_weight') }}::{{ double_type() }} as strength_weight,
-        {{ var('question_episode_weight') }}::{{ double_type() }} as question_episode_weight,
-        {{ var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
-        {{ var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
-        {{ var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
-        {{ var('recall_episodes_by_default') }} as recall_episodes_by_default,
-        {{ var('lexical_k1') }}::{{ double_type() }} as lexical_k1,
-        {{ var('lexical_b') }}::{{ double_type() }} as lexical_b,
+        {{ sql_literal(name) }} as query_name,
+        {{ sql_literal(sql_text) }} as sql_text,
+        {{ sql_literal(parameters) }} as parameters,
+        {{ sql_literal(choice_var('fusion_method')) }} as fusion_method,
+        {{ number_var('strength_weight') }}::{{ double_type() }} as strength_weight,
+        {{ number_var('question_episode_weight') }}::{{ double_type() }} as question_episode_weight,
+        {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
+        {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
+        {{ number_var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
+        {{ 'true' if bool_var('recall_episodes_by_default') else 'false' }} as recall_episodes_by_default,
+        {{ number_var('lexical_k1') }}::{{ double_type() }} as lexical_k1,
+        {{ number_var('lexical_b') }}::{{ double_type() }} as lexical_b,
         {{ stopwords_sql }}::varchar[] as lexical_stopwords,
-        '{{ var("embedding_model") }}' as embedding_model,
-        {{ var('embedding_dim') }} as embedding_dim,
-        '{{ var("embedding_query_form") }}' as embedding_query_form,
-        {{ var('recall_top_k') }} as default_top_k,
-        {{ var('recall_min_sim') }}::{{ double_type() }} as default_min_sim,
-        {{ var('recall_max_top_k') }} as max_top_k,
-        {{ var('recall_max_query_chars') }} as max_query_chars,
+        {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
+        {{ number_var('embedding_dim') }} as embedding_dim,
+        {{ sql_literal(choice_var('embedding_query_form')) }} as embedding_query_form,
+        {{ number_var('recall_top_k') }} as default_top_k,
+        {{ number_var('recall_min_sim') }}::{{ double_type() }} as default_min_sim,
+        {{ number_var('recall_max_top_k') }} as max_top_k,
+        {{ number_var('recall_max_query_chars') }} as max_query_chars,
         {{ as_of_timestamp() }} as built_at
     {% if not loop.last %}union all{% endif %}
 {% endfor %}

@@ -25,8 +25,8 @@ per_user as (
             memories=ref('long_term_memory'),
             queries='select i.intent_seq as intent_id, i.embedding, i.query_text',
             user_id='i.user_id',
-            top_k=var('recall_top_k'),
-            min_sim=var('recall_min_sim'),
+            top_k=number_var('recall_top_k'),
+            min_sim=number_var('recall_min_sim'),
             terms=ref('memory_term_index'),
             term_stats=ref('memory_term_stats')
         ) }}

@@ -26,4 +26,4 @@ inner join memories as b
     on a.user_id = b.user_id
         and a.kind = b.kind
         and a.memory_id != b.memory_id
-where {{ vector_cosine('a.embedding', 'b.embedding') }} >= {{ var('consolidation_min_sim') }}
+where {{ vector_cosine('a.embedding', 'b.embedding') }} >= {{ number_var('consolidation_min_sim') }}
