@@ -13,12 +13,39 @@ exists (
 )
 {%- endmacro %}
 
-{#- SQL condition: memory `memory_id_expr` was forgotten by id (forever). -#}
-{% macro is_forgotten_memory(memory_id_expr) -%}
-{{ memory_id_expr }} in (
+{#- SQL condition: memory `memory_id_expr` was forgotten by id (forever). With `user_expr`,
+    `kind_expr` and `content_expr` (a memory row) a memory of the current id scheme is also
+    forgotten when its owner has a tombstone for the id the same memory had in the legacy scheme
+    (a store migrated by --full-refresh keeps its tombstones; macros/identity.sql). -#}
+{% macro is_forgotten_memory(memory_id_expr, user_expr=none, kind_expr=none, content_expr=none) -%}
+({{ memory_id_expr }} in (
     select forgotten.memory_id
     from {{ ref('stg_forget_requests') }} as forgotten
     where forgotten.scope = 'memory'
+)
+{%- if user_expr is not none %}
+or (not {{ is_legacy_memory_id(memory_id_expr) }} and exists (
+    select 1
+    from {{ ref('stg_forget_requests') }} as forgotten
+    where forgotten.scope = 'memory'
+      and forgotten.user_id = {{ user_expr }}
+      and forgotten.memory_id = {{ legacy_memory_id_key(user_expr, kind_expr, normalised_content(content_expr)) }}
+))
+{%- endif %})
+{%- endmacro %}
+
+{#- SQL condition: the message of user `user_expr` whose message_id is one of `id_exprs` (a list
+    of SQL expressions: the forms its id can take) was forgotten: a 'message' tombstone, written
+    by forget for every message it removed, so that a replayed row (same user and message_id,
+    landed after the forget) is dropped at the build, not loaded and not kept as a reject. User
+    ids are compared as in is_forgotten_user_row. -#}
+{% macro is_forgotten_message(user_expr, id_exprs) -%}
+exists (
+    select 1
+    from {{ ref('stg_forget_requests') }} as forgotten
+    where forgotten.scope = 'message'
+      and (forgotten.user_id = {{ user_expr }} or forgotten.user_id = trim({{ user_expr }}))
+      and forgotten.message_id in ({{ id_exprs | join(', ') }})
 )
 {%- endmacro %}
 

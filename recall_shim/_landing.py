@@ -53,9 +53,12 @@ def _clean(value: str) -> tuple[str, bool]:
     return raw.decode("utf-8", errors="replace"), True
 
 
-def message_record(row: Mapping[str, Any], landed_at: str) -> dict[str, Any]:
-    """Normalise one input row to the landing schema (all text) without judging it."""
-    record: dict[str, Any] = {"landing_id": uuid.uuid4().hex, "landed_at": landed_at}
+def message_record(row: Mapping[str, Any], landed_at: str, landing_seq: int = 0) -> dict[str, Any]:
+    """Normalise one input row to the landing schema (all text) without judging it.
+    ``landing_seq`` is the row's position in its landing file: of two rows of one user with the
+    same message_id, staging keeps the first (landing order, then this position)."""
+    record: dict[str, Any] = {"landing_id": uuid.uuid4().hex, "landed_at": landed_at,
+                              "landing_seq": str(landing_seq)}
     invalid = bool(row.get("content_invalid_utf8", False))
     for field in MESSAGE_FIELDS:
         value = row.get(field)

@@ -47,9 +47,9 @@ LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_la
                   "forget": "forget_landing"}
 
 MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
-                    "content_invalid_utf8", "ts", "message_id", "landed_at", "_landing_file")
+                    "content_invalid_utf8", "ts", "message_id", "landed_at", "landing_seq", "_landing_file")
 _ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at", "_landing_file")
-FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file")
+FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file", "message_id")
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,9 @@ def ensure_landing(conn: PgConnection) -> None:
         con.execute(
             f'create table if not exists "{s}".{LANDING_TABLES["forget"]} ('
             + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
+        # columns added after the first release (tables created earlier lack them)
+        con.execute(f'alter table "{s}".{LANDING_TABLES["messages"]} add column if not exists landing_seq text')
+        con.execute(f'alter table "{s}".{LANDING_TABLES["forget"]} add column if not exists message_id text')
         # sha256 of every file `ingest` landed (skip a file landed before unless forced)
         con.execute(f'create table if not exists "{s}".ingested_files (digest text primary key, file text,'
                     ' n_rows bigint, landed_at text)')
@@ -216,4 +219,4 @@ def message_values(rows: Iterable[Mapping[str, Any]], landed_at: str | None = No
     landed_at = landed_at or utc_now_iso()
     batch = f"pg:{landed_at}-{uuid.uuid4().hex[:12]}"
     return [tuple(rec.get(c) if c != "_landing_file" else batch for c in MESSAGE_COLUMNS)
-            for rec in (message_record(r, landed_at) for r in rows)]
+            for rec in (message_record(r, landed_at, i) for i, r in enumerate(rows))]

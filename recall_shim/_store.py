@@ -149,7 +149,7 @@ class MemoryStore:
         """Append many session-log rows (dicts with the session-log columns) as one landing file."""
         with file_lock(self.paths.write_lock, exclusive=False):
             landed_at = utc_now_iso()
-            records = [message_record(r, landed_at) for r in rows]
+            records = [message_record(r, landed_at, i) for i, r in enumerate(rows)]
             write_landing_file(self.paths.messages, records)
         return len(records)
 
@@ -165,7 +165,7 @@ class MemoryStore:
             return IngestReport(str(p), 0, None, skipped=True)
         with file_lock(self.paths.write_lock, exclusive=False):
             landed_at = utc_now_iso()
-            records = [message_record(r, landed_at) for r in read_input_file(p)]
+            records = [message_record(r, landed_at, i) for i, r in enumerate(read_input_file(p))]
             landing = write_landing_file(self.paths.messages, records)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))

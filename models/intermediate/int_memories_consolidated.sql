@@ -208,7 +208,7 @@ superseded as (
                     )
         end as valid_to
     from merged
-    where not {{ is_forgotten_memory('memory_id') }}
+    where not {{ is_forgotten_memory('memory_id', 'user_id', 'kind', 'content') }}
 ),
 
 written as (

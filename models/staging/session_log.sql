@@ -1,8 +1,9 @@
 {#- The raw session log: every row any writer landed, exactly as it landed (all text), loaded
     incrementally from the immutable landing files (PostgreSQL: the landing table, see the
-    landing_rows macro). Nothing is judged here; only rows of a forgotten user
-    (stg_forget_requests) are never loaded. -#}
-{{ config(materialized='incremental', incremental_strategy='append') }}
+    landing_rows macro). Nothing is judged here; only rows of a forgotten user landed before
+    the forget, and replays of forgotten messages (user_id, message_id; either form of a
+    derived id, macros/identity.sql), are never loaded (stg_forget_requests). -#}
+{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
 
 with landed as (
     select *
@@ -18,6 +19,7 @@ with landed as (
         'ts': 'VARCHAR',
         'message_id': 'VARCHAR',
         'landed_at': 'VARCHAR',
+        'landing_seq': 'VARCHAR',
     }, this if is_incremental() else none) }}
 ),
 
@@ -34,12 +36,15 @@ renamed as (
         ts,
         message_id,
         landed_at,
+        {{ try_cast_text('landing_seq', 'bigint') }} as landing_seq,
         _landing_file as landing_file,
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at,
         row_number() over (partition by landing_id order by _landing_file) as landing_copy
     from landed
     where landing_id is not null
         and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
+        and not {{ is_forgotten_message('landed.user_id', [
+            resolved_message_id('landed.', true), resolved_message_id('landed.', false)]) }}
 )
 
 select
@@ -54,6 +59,7 @@ select
     ts,
     message_id,
     landed_at,
+    landing_seq,
     landing_file,
     loaded_at
 from renamed
