@@ -113,8 +113,8 @@ select
         case
             when id_occurrence > 1 then 'duplicate_message_id'
             when exists (
-                select 1 from seen_before as s where s.user_id = d.user_id and s.message_id = d.message_id
-            ) then 'duplicate_message_id'
+                    select 1 from seen_before as s where s.user_id = d.user_id and s.message_id = d.message_id
+                ) then 'duplicate_message_id'
         end
     ) as reject_reason
 from deduplicated as d
