@@ -40,13 +40,25 @@ or (not {{ is_legacy_memory_id(memory_id_expr) }} and exists (
     landed after the forget) is dropped at the build, not loaded and not kept as a reject. User
     ids are compared as in is_forgotten_user_row. -#}
 {% macro is_forgotten_message(user_expr, id_exprs) -%}
-exists (
-    select 1
-    from {{ ref('stg_forget_requests') }} as forgotten
-    where forgotten.scope = 'message'
-      and (forgotten.user_id = {{ user_expr }} or forgotten.user_id = trim({{ user_expr }}))
-      and forgotten.message_id in ({{ id_exprs | join(', ') }})
+{%- set key -%}
+    (select {{ message_key('forgotten.user_id', 'forgotten.message_id') }}
+     from {{ ref('stg_forget_requests') }} as forgotten where forgotten.scope = 'message')
+{%- endset -%}
+{#- one composite key per form, so that each test is a hash semi-join (a store may hold many
+    message tombstones); coalesce: a row without user id is never forgotten by id -#}
+coalesce(
+{%- for u in [user_expr, 'trim(' ~ user_expr ~ ')'] -%}
+{%- for i in id_exprs %}
+    {{ message_key(u, i) }} in {{ key }}{{ " or" if not loop.last }}
+{%- endfor %}{{ " or" if not loop.last }}
+{%- endfor %},
+    false
 )
+{%- endmacro %}
+
+{#- An unambiguous text key of (user, message id) (length-prefixed user). -#}
+{% macro message_key(user_expr, message_id_expr) -%}
+(length({{ user_expr }})::varchar || ':' || {{ user_expr }} || '|' || {{ message_id_expr }})
 {%- endmacro %}
 
 {#- on-run-end: per-user table macros for analysts, so that the everyday query is scoped to one
