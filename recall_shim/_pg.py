@@ -168,9 +168,12 @@ def ensure_landing(conn: PgConnection) -> None:
         con.execute(
             f'create table if not exists "{s}".{LANDING_TABLES["forget"]} ('
             + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
-        # columns added after the first release (tables created earlier lack them)
-        con.execute(f'alter table "{s}".{LANDING_TABLES["messages"]} add column if not exists landing_seq text')
-        con.execute(f'alter table "{s}".{LANDING_TABLES["forget"]} add column if not exists message_id text')
+        # columns added after the first release (tables created earlier lack them); ALTER only
+        # when missing: it takes an exclusive lock that would make writers wait for a build
+        for table, column in ((LANDING_TABLES["messages"], "landing_seq"), (LANDING_TABLES["forget"], "message_id")):
+            if con.execute("select 1 from information_schema.columns where table_schema = %s and table_name = %s"
+                           " and column_name = %s", [s, table, column]).fetchone() is None:
+                con.execute(f'alter table "{s}".{table} add column {column} text')
         # sha256 of every file `ingest` landed (skip a file landed before unless forced)
         con.execute(f'create table if not exists "{s}".ingested_files (digest text primary key, file text,'
                     ' n_rows bigint, landed_at text)')
