@@ -13,13 +13,52 @@ exists (
 )
 {%- endmacro %}
 
-{#- SQL condition: memory `memory_id_expr` was forgotten by id (forever). -#}
-{% macro is_forgotten_memory(memory_id_expr) -%}
-{{ memory_id_expr }} in (
+{#- SQL condition: memory `memory_id_expr` was forgotten by id (forever). With `user_expr`,
+    `kind_expr` and `content_expr` (a memory row) a memory of the current id scheme is also
+    forgotten when its owner has a tombstone for the id the same memory had in the legacy scheme
+    (a store migrated by --full-refresh keeps its tombstones; macros/identity.sql). -#}
+{% macro is_forgotten_memory(memory_id_expr, user_expr=none, kind_expr=none, content_expr=none) -%}
+({{ memory_id_expr }} in (
     select forgotten.memory_id
     from {{ ref('stg_forget_requests') }} as forgotten
     where forgotten.scope = 'memory'
 )
+{%- if user_expr is not none %}
+or (not {{ is_legacy_memory_id(memory_id_expr) }} and exists (
+    select 1
+    from {{ ref('stg_forget_requests') }} as forgotten
+    where forgotten.scope = 'memory'
+      and forgotten.user_id = {{ user_expr }}
+      and forgotten.memory_id = {{ legacy_memory_id_key(user_expr, kind_expr, normalised_content(content_expr)) }}
+))
+{%- endif %})
+{%- endmacro %}
+
+{#- SQL condition: the message of user `user_expr` whose message_id is one of `id_exprs` (a list
+    of SQL expressions: the forms its id can take) was forgotten: a 'message' tombstone, written
+    by forget for every message it removed, so that a replayed row (same user and message_id,
+    landed after the forget) is dropped at the build, not loaded and not kept as a reject. User
+    ids are compared as in is_forgotten_user_row. -#}
+{% macro is_forgotten_message(user_expr, id_exprs) -%}
+{%- set key -%}
+    (select {{ message_key('forgotten.user_id', 'forgotten.message_id') }}
+     from {{ ref('stg_forget_requests') }} as forgotten where forgotten.scope = 'message')
+{%- endset -%}
+{#- one composite key per form, so that each test is a hash semi-join (a store may hold many
+    message tombstones); coalesce: a row without user id is never forgotten by id -#}
+coalesce(
+{%- for u in [user_expr, 'trim(' ~ user_expr ~ ')'] -%}
+{%- for i in id_exprs %}
+    {{ message_key(u, i) }} in {{ key }}{{ " or" if not loop.last }}
+{%- endfor %}{{ " or" if not loop.last }}
+{%- endfor %},
+    false
+)
+{%- endmacro %}
+
+{#- An unambiguous text key of (user, message id) (length-prefixed user). -#}
+{% macro message_key(user_expr, message_id_expr) -%}
+(length({{ user_expr }})::varchar || ':' || {{ user_expr }} || '|' || {{ message_id_expr }})
 {%- endmacro %}
 
 {#- on-run-end: per-user table macros for analysts, so that the everyday query is scoped to one

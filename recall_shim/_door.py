@@ -109,12 +109,14 @@ def _field(field: str, value: Any, limits: DoorLimits, verdict: _Verdict) -> str
 
 
 def _judge(row: Mapping[str, Any] | UnreadableLine, landed_at: str,
-           limits: DoorLimits) -> tuple[dict[str, Any], _Verdict]:
+           limits: DoorLimits, seq: int) -> tuple[dict[str, Any], _Verdict]:
     verdict = _Verdict()
     if isinstance(row, UnreadableLine):
         verdict.refuse(row.reason, "the line is not a JSON object")
         row = {"content": row.text[:limits.max_content_chars]}
-    record: dict[str, Any] = {"landing_id": uuid.uuid4().hex, "landed_at": landed_at}
+    # landing_seq: the row's position in its landing file; of two rows of one user with the same
+    # message_id, staging keeps the first (landing order, then this position)
+    record: dict[str, Any] = {"landing_id": uuid.uuid4().hex, "landed_at": landed_at, "landing_seq": str(seq)}
     invalid = bool(row.get("content_invalid_utf8", False))
     for field in MESSAGE_FIELDS:
         value = row.get(field)
@@ -134,17 +136,19 @@ def _judge(row: Mapping[str, Any] | UnreadableLine, landed_at: str,
     return record, verdict
 
 
-def admit(row: Mapping[str, Any] | UnreadableLine, landed_at: str, limits: DoorLimits) -> dict[str, Any]:
+def admit(row: Mapping[str, Any] | UnreadableLine, landed_at: str, limits: DoorLimits,
+          seq: int = 0) -> dict[str, Any]:
     """The landing record of one input-file row; a refused row carries its ``door_reason`` and
     lands anyway (it reaches session_log_rejects with that reason)."""
-    return _judge(row, landed_at, limits)[0]
+    return _judge(row, landed_at, limits, seq)[0]
 
 
-def admit_strict(row: Mapping[str, Any], landed_at: str, limits: DoorLimits, where: str = "") -> dict[str, Any]:
+def admit_strict(row: Mapping[str, Any], landed_at: str, limits: DoorLimits, where: str = "",
+                 seq: int = 0) -> dict[str, Any]:
     """The landing record of one row a caller hands over, or the exception that refuses it:
     ContentTooLong, InvalidId, or InvalidInput for a wrong type or text that is not valid Unicode.
     Missing values (a None user_id, blank content) are staging's to reject, as for files."""
-    record, verdict = _judge(row, landed_at, limits)
+    record, verdict = _judge(row, landed_at, limits, seq)
     if verdict.reason is None and verdict.repaired:
         field = verdict.repaired[0]
         verdict.refuse(f"invalid_{field}" if field in ID_FIELDS else "invalid_utf8",

@@ -45,6 +45,7 @@ from ._landing import utc_now_iso, write_landing_file
 from ._locks import file_lock, try_file_lock
 from ._paths import EMPTY_MARKER, StorePaths
 from ._sql import sql_ident
+from ._tombstones import message_tombstones, tombstones
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -85,8 +86,10 @@ class _Targets:
     scope: str
     user_id: str | None          # user scope: the user; memory scope: the owner (if known)
     memory_ids: set[str]
-    message_ids: set[str]
+    message_ids: set[str]        # message_ids of user_id's rows only (a message is (user_id, message_id))
     landing_ids: set[str]
+    # message_ids of the user's rows found only in the landing files (tombstoned against replays)
+    landed_message_ids: set[str] = field(default_factory=set)
 
 
 def _user_matches(value: Any, user_id: str) -> bool:
@@ -138,21 +141,26 @@ def _open_rw(db: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _ids(con: duckdb.DuckDBPyConnection, tables: list[tuple[str, str, set[str]]], column: str,
-         where_col: str, values: Iterable[str], extra: Iterable[str] = ()) -> set[str]:
+         where_col: str, values: Iterable[str], user: str | None = None) -> set[str]:
     """Distinct ``column`` of every table having ``column`` and ``where_col`` where ``where_col``
-    is one of ``values`` (user_id also matches with spaces trimmed)."""
+    is one of ``values`` (user_id also matches with spaces trimmed). With ``user``, only rows of
+    that user (tables with a user_id column): ids are unique per user, not across users."""
     vals = sorted(set(values))
     if not vals:
         return set()
     out: set[str] = set()
     for schema, table, cols in tables:
-        if column not in cols or where_col not in cols or not set(extra) <= cols:
+        if column not in cols or where_col not in cols or (user is not None and "user_id" not in cols):
             continue
         cond = (f"list_contains($1::varchar[], {where_col}) or list_contains($1::varchar[], trim({where_col}))"
                 if where_col == "user_id" else f"list_contains($1::varchar[], {where_col})")
+        params: list[Any] = [vals]
+        if user is not None:
+            cond = f"({cond}) and (user_id = $2 or trim(user_id) = $2)"
+            params.append(user)
         sel = f"unnest({column})" if column == "source_message_ids" else column
         rows = con.execute(
-            f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}", [vals]
+            f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}", params
         ).fetchall()
         out.update(r[0] for r in rows if r[0] is not None)
     return out
@@ -182,16 +190,19 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
     if user_id is not None and owner is not None and owner != user_id:
         raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
     t.user_id = owner if owner is not None else user_id
-    t.message_ids = _ids(con, tables, "source_message_ids", "memory_id", [memory_id])
-    t.landing_ids = _ids(con, tables, "landing_id", "message_id", t.message_ids)
-    # memories whose every source message goes too are forgotten with it (docs/data_protection.md)
+    if t.user_id is None:
+        return t, False
+    t.message_ids = _ids(con, tables, "source_message_ids", "memory_id", [memory_id], user=t.user_id)
+    t.landing_ids = _ids(con, tables, "landing_id", "message_id", t.message_ids, user=t.user_id)
+    # the owner's memories whose every source message goes too are forgotten with it
+    # (docs/data_protection.md)
     for schema, table, cols in tables:
-        if {"memory_id", "source_message_ids"} <= cols and t.message_ids:
+        if {"memory_id", "source_message_ids", "user_id"} <= cols and t.message_ids:
             rows = con.execute(
                 f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
-                " where len(source_message_ids) > 0"
+                " where user_id = $2 and len(source_message_ids) > 0"
                 " and list_has_all($1::varchar[], source_message_ids)",
-                [sorted(t.message_ids)],
+                [sorted(t.message_ids), t.user_id],
             ).fetchall()
             t.memory_ids.update(r[0] for r in rows)
     return t, owner is not None
@@ -236,7 +247,12 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
             conds.append("user_id in (select id from _forget_user_ids)")
         for col in ID_COLUMNS:
             if col in cols:
-                conds.append(f"{col} in (select id from _forget_{col.split('_')[0]}_ids)")
+                cond = f"{col} in (select id from _forget_{col.split('_')[0]}_ids)"
+                if "user_id" in cols:
+                    # ids are per user: another user's row with the same id is never touched
+                    cond += (" and (user_id in (select id from _forget_user_ids)"
+                             " or trim(user_id) in (select id from _forget_user_ids))")
+                conds.append(cond)
         if "embedding" in cols and not cols & {"user_id", *ID_COLUMNS}:
             conds.append("embedding::float[] in (select e from _forget_vectors)")
         if not conds:
@@ -265,13 +281,22 @@ def _purge_landing(paths: StorePaths, t: _Targets, forgotten_at: str,
         return isinstance(value, str) and value > forgotten_at
 
     def drop_message(rec: dict[str, Any]) -> bool:
-        if t.scope == "user" and _user_matches(rec.get("user_id"), t.user_id or ""):
-            return not later(rec, "landed_at")
+        # only rows of the user (a memory's owner): message ids are unique per user, not globally
+        if not _user_matches(rec.get("user_id"), t.user_id or ""):
+            return False
+        if t.scope == "user" and later(rec, "landed_at"):
+            return False  # the user came back after the forget
         mid = rec.get("message_id")
+        if t.scope == "user":
+            if isinstance(mid, str) and mid.strip() and mid.strip() not in t.message_ids:
+                t.landed_message_ids.add(mid.strip())
+            return True
         return rec.get("landing_id") in t.landing_ids or (isinstance(mid, str) and mid.strip() in t.message_ids)
 
     def drop_access(rec: dict[str, Any]) -> bool:
-        if t.scope == "user" and _user_matches(rec.get("user_id"), t.user_id or ""):
+        if not _user_matches(rec.get("user_id"), t.user_id or ""):
+            return False
+        if t.scope == "user":
             return not later(rec, "accessed_at")
         return rec.get("memory_id") in t.memory_ids
 
@@ -387,15 +412,17 @@ def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: s
     return journal
 
 
-def _tombstone(paths: StorePaths, journal: dict[str, Any]) -> None:
+def _tombstone(paths: StorePaths, journal: dict[str, Any], t: _Targets) -> None:
+    """Write the forget's tombstones (recall_shim/_tombstones.py) once: the first carries the
+    journal's tombstone_id, so a resumed run sees the interrupted run wrote them."""
     needle = f'"tombstone_id": "{journal["tombstone_id"]}"'.encode("ascii")
     for f in paths.forget.glob("*.jsonl"):
         if needle in f.read_bytes():
             return  # written by the interrupted run
-    write_landing_file(paths.forget, [{
-        "tombstone_id": journal["tombstone_id"], "scope": journal["scope"], "user_id": journal["user_id"],
-        "memory_id": journal["memory_id"], "forgotten_at": journal["forgotten_at"],
-    }])
+    records = tombstones(t.scope, t.user_id, journal["memory_id"], t.memory_ids, t.message_ids,
+                         journal["forgotten_at"])
+    records[0]["tombstone_id"] = journal["tombstone_id"]
+    write_landing_file(paths.forget, records)
 
 
 def _run_journal(paths: StorePaths, journal: dict[str, Any]) -> ForgetReport:
@@ -419,8 +446,12 @@ def _run_journal(paths: StorePaths, journal: dict[str, Any]) -> ForgetReport:
     if step("landing"):
         with file_lock(paths.write_lock, exclusive=True):
             with storage_errors("cannot write the forget tombstone"):
-                _tombstone(paths, journal)
+                _tombstone(paths, journal, t)
             landed, landed_ids = _purge_landing(paths, t, journal["forgotten_at"], housekeeping)
+            # ids met only in the landing files (not built yet): tombstoned against replays too
+            with storage_errors("cannot write the forget tombstone"):
+                write_landing_file(paths.forget, message_tombstones(
+                    t.user_id, t.landed_message_ids, journal["forgotten_at"]))
         messages |= landed_ids
         removed.update({k: removed.get(k, 0) + v for k, v in landed.items()})
         journal["found"] = bool(journal["found"] or landed["landing:messages"] or landed["landing:access"])

@@ -50,9 +50,10 @@ LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_la
                   "forget": "forget_landing"}
 
 MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
-                    "content_invalid_utf8", "ts", "message_id", "landed_at", "door_reason", "_landing_file")
+                    "content_invalid_utf8", "ts", "message_id", "landed_at", "door_reason", "landing_seq",
+                    "_landing_file")
 _ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at", "_landing_file")
-FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file")
+FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file", "message_id")
 
 
 @dataclass(frozen=True)
@@ -180,14 +181,19 @@ def ensure_landing(conn: PgConnection) -> None:
             f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["messages"]} ('
             + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
             + ", primary key (landing_id))")
-        # a store created before the door (recall_shim/_door.py) lacks its column
-        con.execute(f'alter table {sql_ident(s)}.{LANDING_TABLES["messages"]} add column if not exists door_reason text')
         con.execute(
             f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["access"]} ('
             + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
         con.execute(
             f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["forget"]} ('
             + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
+        # columns added after the first release (tables created earlier lack them); ALTER only
+        # when missing: it takes an exclusive lock that would make writers wait for a build
+        for table, column in ((LANDING_TABLES["messages"], "door_reason"), (LANDING_TABLES["messages"], "landing_seq"),
+                              (LANDING_TABLES["forget"], "message_id")):
+            if con.execute("select 1 from information_schema.columns where table_schema = %s and table_name = %s"
+                           " and column_name = %s", [s, table, column]).fetchone() is None:
+                con.execute(f'alter table {sql_ident(s)}.{table} add column {column} text')
         # sha256 of every file `ingest` landed (skip a file landed before unless forced)
         con.execute(f'create table if not exists {sql_ident(s)}.ingested_files (digest text primary key, file text,'
                     ' n_rows bigint, landed_at text)')

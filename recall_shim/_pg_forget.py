@@ -28,6 +28,7 @@ from typing import Any
 from ._errors import InvalidInput
 from ._forget import ID_COLUMNS, ForgetReport, _check_id, _Targets, default_actor
 from ._landing import utc_now_iso
+from ._tombstones import tombstones
 from ._pg import FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
 from ._sql import sql_ident
 
@@ -51,21 +52,25 @@ def _tables(cur: Any, schema: str) -> list[tuple[str, set[str], dict[str, str]]]
 
 
 def _ids(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]], column: str,
-         where_col: str, values: set[str]) -> set[str]:
+         where_col: str, values: set[str], user: str | None = None) -> set[str]:
     """Distinct ``column`` of every table having ``column`` and ``where_col`` where ``where_col``
-    is one of ``values`` (user_id also matches with spaces trimmed)."""
+    is one of ``values`` (user_id also matches with spaces trimmed). With ``user``, only rows of
+    that user: ids are unique per user, not across users."""
     vals = sorted(values)
     if not vals:
         return set()
     out: set[str] = set()
     for table, cols, types in tables:
-        if column not in cols or where_col not in cols:
+        if column not in cols or where_col not in cols or (user is not None and "user_id" not in cols):
             continue
         if column == "source_message_ids" and not types[column].startswith("_"):
             continue
         cond = (f"{where_col} = any(%s::text[]) or btrim({where_col}, ' ') = any(%s::text[])"
                 if where_col == "user_id" else f"{where_col}::text = any(%s::text[])")
         params = [vals, vals] if where_col == "user_id" else [vals]
+        if user is not None:
+            cond = f"({cond}) and (user_id = %s or btrim(user_id, ' ') = %s)"
+            params += [user, user]
         sel = f"unnest({column})" if column == "source_message_ids" else column
         rows = cur.execute(f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}",
                            params).fetchall()
@@ -90,15 +95,19 @@ def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
     if user_id is not None and owner is not None and owner != user_id:
         raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
     t.user_id = owner if owner is not None else user_id
-    t.message_ids = _ids(cur, schema, tables, "source_message_ids", "memory_id", {memory_id})
-    t.landing_ids = _ids(cur, schema, tables, "landing_id", "message_id", t.message_ids)
-    # memories whose every source message goes too are forgotten with it (docs/data_protection.md)
+    if t.user_id is None:
+        return t, False
+    t.message_ids = _ids(cur, schema, tables, "source_message_ids", "memory_id", {memory_id}, user=t.user_id)
+    t.landing_ids = _ids(cur, schema, tables, "landing_id", "message_id", t.message_ids, user=t.user_id)
+    # the owner's memories whose every source message goes too are forgotten with it
     for table, cols, types in tables:
-        if {"memory_id", "source_message_ids"} <= cols and types["source_message_ids"].startswith("_") and t.message_ids:
+        if ({"memory_id", "source_message_ids", "user_id"} <= cols and types["source_message_ids"].startswith("_")
+                and t.message_ids):
             rows = cur.execute(
                 f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
-                " where cardinality(source_message_ids) > 0 and source_message_ids::text[] <@ %s::text[]",
-                [sorted(t.message_ids)]).fetchall()
+                " where user_id = %s and cardinality(source_message_ids) > 0"
+                " and source_message_ids::text[] <@ %s::text[]",
+                [t.user_id, sorted(t.message_ids)]).fetchall()
             t.memory_ids.update(r[0] for r in rows)
     return t, owner is not None
 
@@ -127,7 +136,10 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
                 conds.append("user_id = any(%(user)s::text[])")  # per-user aggregates: rebuilt next build
         for col in ID_COLUMNS:
             if col in cols:
-                conds.append(f"{col}::text = any(%({col.split('_')[0]})s::text[])")
+                cond = f"{col}::text = any(%({col.split('_')[0]})s::text[])"
+                if "user_id" in cols:  # ids are per user: never another user's row
+                    cond += " and (user_id = any(%(user)s::text[]) or btrim(user_id, ' ') = any(%(user)s::text[]))"
+                conds.append(cond)
         if "embedding" in cols and not cols & {"user_id", *ID_COLUMNS}:
             conds.append("embedding::vector in (select e from _forget_vectors)")
         if not conds:
@@ -162,9 +174,10 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
                     tables = _tables(cur, s)
                     targets, found = _find_targets(cur, s, tables, user_id, memory_id)
                     forgotten_at = utc_now_iso()
-                    insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [(
-                        uuid.uuid4().hex, targets.scope, targets.user_id, memory_id, forgotten_at,
-                        f"pg:{forgotten_at}")])
+                    insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [
+                        tuple(f"pg:{forgotten_at}" if c == "_landing_file" else rec.get(c) for c in FORGET_COLUMNS)
+                        for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
+                                              targets.message_ids, forgotten_at)])
                     removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
                     found = found or any(k.endswith("_landing") for k in removed)
                     report = ForgetReport(

@@ -158,7 +158,7 @@ class PgMemoryStore:
         """Land many session-log rows in one transaction, all or none (a refused row raises like
         MemoryStore.remember_many); returns how many landed."""
         landed_at, limits = utc_now_iso(), door_limits()
-        return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ") for i, r in enumerate(rows)])
+        return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)])
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
         """Land every row of a CSV / JSONL / Parquet session log in one transaction. A file whose
@@ -176,7 +176,7 @@ class PgMemoryStore:
                 seen = cur.execute(f'select 1 from {sql_ident(s)}.ingested_files where digest = %s', [digest]).fetchone()
                 if seen and not force:
                     return IngestReport(str(p), 0, None, skipped=True)
-                records = [admit(r, landed_at, limits) for r in read_input_file(p)]
+                records = [admit(r, landed_at, limits, i) for i, r in enumerate(read_input_file(p))]
                 values = message_values(records)
                 insert_rows(cur, s, LANDING_TABLES["messages"], MESSAGE_COLUMNS, values)
                 cur.execute(f'insert into {sql_ident(s)}.ingested_files values (%s, %s, %s, %s) on conflict (digest) do update'

@@ -175,7 +175,7 @@ class MemoryStore:
         all or none: a row the door refuses raises (like ``remember``, naming the row) and nothing
         lands. Returns how many rows landed."""
         landed_at, limits = utc_now_iso(), door_limits()
-        records = [admit_strict(r, landed_at, limits, f"row {i}: ") for i, r in enumerate(rows)]
+        records = [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)]
         with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
             write_landing_file(self.paths.messages, records)
         return len(records)
@@ -194,7 +194,7 @@ class MemoryStore:
         if marker.exists() and not force:
             return IngestReport(str(p), 0, None, skipped=True)
         landed_at, limits = utc_now_iso(), door_limits()
-        records = [admit(r, landed_at, limits) for r in read_input_file(p)]
+        records = [admit(r, landed_at, limits, i) for i, r in enumerate(read_input_file(p))]
         with storage_errors(f"{p} was not ingested"):
             with file_lock(self.paths.write_lock, exclusive=False):
                 landing = write_landing_file(self.paths.messages, records)

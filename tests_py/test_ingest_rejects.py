@@ -73,7 +73,7 @@ def test_every_landed_row_is_accepted_or_rejected_with_reason(fresh_store: Memor
     assert unreadable == [("invalid_json",)]  # refused at the door, kept with its reason
     accepted = {r[0] for r in query(fresh_store, "select message_id from session_messages")}
     assert {"ok-1", "ok-2", "pq-1"} <= accepted
-    assert any(m.startswith("m_") for m in accepted)  # generated id for the row without one
+    assert any(m.startswith("m2_") for m in accepted)  # generated id (unambiguous hash, docs/data_protection.md)
     landed, acc, rej = query(
         fresh_store,
         "select (select count(*) from session_log), (select count(*) from session_messages),"

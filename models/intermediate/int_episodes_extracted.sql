@@ -16,7 +16,7 @@ messages as (
 )
 
 select
-    md5(concat_ws('|', message_id, 'episode')) as extraction_id,
+    'ext_' || {{ id_hash(['user_id', 'message_id', "'episode'"]) }} as extraction_id,
     message_id,
     user_id,
     'episode' as rule_id,

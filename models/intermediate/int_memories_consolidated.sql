@@ -207,8 +207,8 @@ superseded as (
                         partition by user_id, slot order by last_mentioned_at, memory_id
                     )
         end as valid_to
-    from merged
-    where not {{ is_forgotten_memory('memory_id') }}
+    from merged as mg
+    where not {{ is_forgotten_memory('mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
 ),
 
 written as (

@@ -1,6 +1,8 @@
 {#- One row per (message sentence, kind) that an extraction rule matched: a candidate memory.
     Incremental: only messages loaded since the last run are read, so old messages are never
-    re-extracted (edit rules -> rebuild this model with --full-refresh). -#}
+    re-extracted (edit rules -> rebuild this model with --full-refresh). extraction_id is
+    unambiguous over (user_id, message_id, kind, content) (macros/identity.sql; ids of earlier
+    versions, a bare md5, stay as they are and cannot equal a new 'ext_' id). -#}
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with messages as (
@@ -35,7 +37,7 @@ matched as (
         nullif(r.slot, '') as slot,
         trim(regexp_replace(s.sentence, r.pattern, r.template)) as content,
         row_number() over (
-            partition by s.message_id, s.sentence, r.kind order by r.priority, r.rule_id
+            partition by s.user_id, s.message_id, s.sentence, r.kind order by r.priority, r.rule_id
         ) as rule_rank
     from sentences as s
     inner join rules as r on {{ regexp_full_match('s.sentence', 'r.pattern') }}
@@ -44,13 +46,13 @@ matched as (
 best_rule as (
     select
         *,
-        row_number() over (partition by message_id, kind, content order by rule_id) as content_rank
+        row_number() over (partition by user_id, message_id, kind, content order by rule_id) as content_rank
     from matched
     where rule_rank = 1
 )
 
 select
-    md5(concat_ws('|', message_id, kind, content)) as extraction_id,
+    'ext_' || {{ id_hash(['user_id', 'message_id', 'kind', 'content']) }} as extraction_id,
     message_id,
     user_id,
     rule_id,

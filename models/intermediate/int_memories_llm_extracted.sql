@@ -38,7 +38,7 @@ messages as (
 )
 
 select
-    md5(concat_ws('|', 'llm', p.message_id, p.kind, p.content)) as extraction_id,
+    'ext_' || {{ id_hash(["'llm'", 'm.user_id', 'p.message_id', 'p.kind', 'p.content']) }} as extraction_id,
     p.message_id,
     m.user_id,
     'llm:' || coalesce(nullif(p.llm_model, ''), 'default') as rule_id,
@@ -52,4 +52,4 @@ inner join messages as m
     on
         m.message_id = p.message_id
         and m.user_id = p.user_id
-qualify row_number() over (partition by p.message_id, p.kind, p.content order by p.attempted_at) = 1
+qualify row_number() over (partition by m.user_id, p.message_id, p.kind, p.content order by p.attempted_at) = 1

@@ -1,5 +1,6 @@
-{#- One row per candidate memory (candidate_id = 'mem_' + md5 of user, kind and normalised
-    content): rule extractions, LLM extractions and episodes whose normalised text is identical are one candidate
+{#- One row per candidate memory (candidate_id: memory_id_key of user, kind and normalised
+    content, macros/identity.sql; a store whose candidates have legacy 'mem_' ids keeps making
+    legacy ids until a --full-refresh, docs/data_protection.md): rule extractions, LLM extractions and episodes whose normalised text is identical are one candidate
     with every source message. Near-duplicates are merged later (int_memories_consolidated).
     Incremental (delete+insert on candidate_id): a build aggregates only the extractions loaded
     since its last run and folds them into the existing candidate rows (earliest content, slot of
@@ -33,6 +34,10 @@ last_run as (
     select coalesce(max(loaded_at), '-infinity'::timestamp) as loaded_at from {{ this }}
 ),
 
+id_scheme as (
+    select exists (select 1 from {{ this }} as o where {{ is_legacy_memory_id('o.candidate_id') }}) as legacy_ids
+),
+
 rebuilt_users as (
     select distinct f.user_id
     from {{ ref('stg_forget_requests') }} as f
@@ -52,13 +57,21 @@ new_extractions as (
 normalised as (
     select
         *,
-        lower(regexp_replace(trim(content), '\s+', ' ', 'g')) as normalised_content
+        {{ normalised_content('content') }} as normalised_content
     from new_extractions
 ),
 
 fresh as (
     select
-        'mem_' || md5(concat_ws('|', user_id, kind, normalised_content)) as candidate_id,
+        {% if is_incremental() -%}
+            case
+                when (select s.legacy_ids from id_scheme as s)
+                    then {{ legacy_memory_id_key('user_id', 'kind', 'normalised_content') }}
+                else {{ memory_id_key('user_id', 'kind', 'normalised_content') }}
+            end
+        {%- else -%}
+            {{ memory_id_key('user_id', 'kind', 'normalised_content') }}
+        {%- endif %} as candidate_id,
         user_id,
         kind,
         {{ first_agg('slot', 'message_at desc') }} as slot,

@@ -1,9 +1,28 @@
 {#- One row per memory: strength as of the build's as_of time, folded from the memory's
     reinforcing events (repeat mentions and recall accesses) in time order. A pure function of
-    (events, as_of): building twice, or daily, gives the same strength as building once. -#}
+    (events, as_of): building twice, or daily, gives the same strength as building once.
+    Access events recorded under a memory's legacy id (a store migrated to the current id scheme
+    by --full-refresh, macros/identity.sql) still reinforce it: they are matched through the
+    legacy id of the same user, kind and content. -#}
 with memories as (
-    select memory_id, created_at, mentioned_at
+    select memory_id, user_id, kind, content, created_at, mentioned_at
     from {{ ref('int_memories_consolidated') }}
+),
+
+legacy_events as (
+    select e.memory_id, e.user_id, e.accessed_at
+    from {{ ref('stg_recall_events') }} as e
+    where {{ is_legacy_memory_id('e.memory_id') }}
+),
+
+legacy_aliases as (
+    select
+        m.memory_id,
+        m.user_id,
+        {{ legacy_memory_id_key('m.user_id', 'm.kind', normalised_content('m.content')) }} as legacy_id
+    from memories as m
+    where not {{ is_legacy_memory_id('m.memory_id') }}
+        and exists (select 1 from legacy_events)
 ),
 
 as_of as (
@@ -14,6 +33,12 @@ accesses as (
     select e.memory_id, e.accessed_at as event_at, true as is_access
     from {{ ref('stg_recall_events') }} as e
     inner join memories as m using (memory_id)
+    where e.accessed_at >= m.created_at
+    union all
+    select a.memory_id, e.accessed_at as event_at, true as is_access
+    from legacy_events as e
+    inner join legacy_aliases as a on a.legacy_id = e.memory_id and a.user_id = e.user_id
+    inner join memories as m on m.memory_id = a.memory_id
     where e.accessed_at >= m.created_at
 ),
 
