@@ -18,8 +18,9 @@ echo "== pytest (DuckDB suite; tests_py/test_postgres.py runs the PostgreSQL + p
 echo "   server it starts from the pgserver wheel and stops afterwards: required here, not skipped)"
 export AGENT_MEMORY_REQUIRE_POSTGRES=${AGENT_MEMORY_REQUIRE_POSTGRES:-1}
 set +e
-# two workers: the suite is dominated by dbt builds and embedding, which overlap well on 2 cores
-.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --durations=25 "$@"
+# two workers: the suite is dominated by dbt builds and embedding, which overlap well on 2 cores;
+# a file's tests stay on one worker (module-scoped stores are built once, order within a file holds)
+.venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -3,8 +3,8 @@
 How the failures are made real (the tests run as root, here and in CI):
 * disk full: the store is copied onto a small tmpfs (``mount -t tmpfs -o size=...``) and the rest
   of it is filled with a filler file, so every later write gets ENOSPC from the kernel;
-* read-only: the store folder is ``chmod -R a-w`` and the CLI runs as ``nobody`` (``setpriv``),
-  for whom the permission bits hold (root ignores them);
+* read-only: the store folder is bind-mounted read-only (``mount --bind`` + ``remount,ro``), so
+  every write fails with EROFS, for root too;
 * an interrupted forget: ``kill -9`` of the forget process at each step (a child process that
   SIGKILLs itself at the chosen journal write), or the disk filling up during the warehouse copy.
 
@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -94,17 +93,13 @@ def fill(folder: Path, leave: int = 0) -> Path:
     return filler
 
 
-def cli(*args: str, user: int | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [EXE, *args]
-    if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 
-def recalled(db: Path, user: str, *extra: str, uid: int | None = None, env: dict[str, str] | None = None
-             ) -> tuple[list[str], str]:
+def recalled(db: Path, user: str, *extra: str) -> tuple[list[str], str]:
     out = cli("recall", "where does the user live?", "--user", user, "--db", str(db), "--min-sim", "-1",
-              "--json", *extra, user=uid, env=env)
+              "--json", *extra)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     return [m["content"] for m in json.loads(out.stdout)], out.stderr
 
@@ -136,20 +131,35 @@ def test_recall_on_a_full_disk_answers_and_drops_the_access_event(template: Path
         assert sorted(p.name for p in (disk / "t.inbox" / "messages").iterdir()) == messages
 
 
-def test_read_only_store_serves_reads(template: Path) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="am-readonly-"))
+@contextlib.contextmanager
+def read_only_view(source: Path, folder: Path) -> Iterator[Path]:
+    """``source`` bind-mounted read-only at ``folder``: every write there fails with EROFS, for
+    root too (permission bits would not hold for root, and a non-root user cannot reach a venv
+    inside a private temporary folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["mount", "--bind", str(source), str(folder)], capture_output=True, text=True)
+    if out.returncode != 0:
+        if os.geteuid() == 0:
+            pytest.fail(f"cannot bind-mount as root: {out.stderr}")
+        pytest.skip(f"a read-only bind mount needs root: {out.stderr}")
     try:
-        os.chmod(folder, 0o755)
-        db = copy_store(template, folder / "store")
-        subprocess.run(["chmod", "-R", "a-w,a+rX", str(folder / "store")], check=True)
-        env = {"HOME": str(folder)}  # nobody's home does not exist
-        found, _ = recalled(db, "keep", "--no-access", uid=65534, env=env)
-        assert "User lives in Zqkeepcity" in found
-        found, err = recalled(db, "keep", uid=65534, env=env)  # with access recording: answered, warned
-        assert "User lives in Zqkeepcity" in found and "access event was not recorded" in err
+        ro = subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True, text=True)
+        assert ro.returncode == 0, ro.stderr
+        yield folder
     finally:
-        subprocess.run(["chmod", "-R", "u+w", str(folder)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_read_only_store_serves_reads(template: Path, tmp_path: Path) -> None:
+    db = copy_store(template, tmp_path / "store")
+    with read_only_view(db.parent, tmp_path / "ro") as ro:
+        ro_db = ro / db.name
+        probe = subprocess.run(["touch", str(ro / "probe")], capture_output=True, text=True)
+        assert probe.returncode != 0 and "Read-only" in probe.stderr, probe.stderr  # really read-only
+        found, _ = recalled(ro_db, "keep", "--no-access")
+        assert "User lives in Zqkeepcity" in found
+        found, err = recalled(ro_db, "keep")  # with access recording: answered, warned
+        assert "User lives in Zqkeepcity" in found and "access event was not recorded" in err
 
 
 # the child forgets "gone" and SIGKILLs itself at one point: before the journal write that
