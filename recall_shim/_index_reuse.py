@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 
 from ._index_heavy import HEAVY_FILES, HeavyPrefix, HeavyWriter, published_prefix
+from ._sql import sql_literal
 
 # rows are reused only while the fresh ones stay below this share (else a full read is as cheap)
 MAX_FRESH_SHARE = 0.5
@@ -71,7 +72,7 @@ def _norms64(block: np.ndarray) -> np.ndarray:
 def _snapshot_shape(con: duckdb.DuckDBPyConnection, current: str) -> tuple[list, list, str, str]:
     users = con.execute(f"select user_id, count(*) {current} group by user_id order by user_id").fetchall()
     kinds = [r[0] for r in con.execute(f"select distinct kind {current} and kind is not null order by kind").fetchall()]
-    kind_list = "[" + ", ".join("'" + k.replace("'", "''") + "'" for k in kinds) + "]::varchar[]"
+    kind_list = "[" + ", ".join(sql_literal(k) for k in kinds) + "]::varchar[]"
     has_question = bool(con.execute(
         "select count(*) from duckdb_columns() where table_name = 'long_term_memory' and column_name = 'is_question'"
     ).fetchall()[0][0])
