@@ -5,7 +5,7 @@
     channel: 'messages' | 'access'; columns: {name: DuckDB type} of the landing schema;
     relation: the incremental model itself (only files it has not loaded are read) or none.
     DuckDB: the channel's immutable JSONL files; PostgreSQL: the table <channel>_landing in the
-    target schema that writers INSERT into through ordinary transactions (recall_shim/_pg.py);
+    target schema that writers INSERT into through ordinary transactions (recall_shim/targets/postgres/server.py);
     the model's own anti-join skips rows it already loaded. -#}
 {% macro landing_rows(channel, columns, relation=none) -%}
   {{ return(adapter.dispatch('landing_rows')(channel, columns, relation)) }}
@@ -19,7 +19,7 @@
 {{ target.schema }}.{{ landing_table(channel) }}
 {%- endmacro %}
 
-{#- Name of the PostgreSQL landing table of a channel (twin of recall_shim/_pg.py LANDING_TABLES). -#}
+{#- Name of the PostgreSQL landing table of a channel (twin of recall_shim/targets/postgres/server.py LANDING_TABLES). -#}
 {% macro landing_table(channel) -%}
 {{ {'messages': 'session_log_landing', 'access': 'recall_access_landing', 'forget': 'forget_landing'}[channel] }}
 {%- endmacro %}

@@ -9,7 +9,7 @@
 
 {#- PostgreSQL: the same terms as a text[] (order aside). Han: U+2E80-2FDF, 3005, 3007, 3021-3029,
     3038-303B, 3400-4DBF, 4E00-9FFF, F900-FAFF and planes 2-3; words are [[:alnum:]] runs, which
-    are Unicode-aware when the database's LC_CTYPE is a UTF-8 locale (recall_shim/_pg.py uses C.UTF-8). -#}
+    are Unicode-aware when the database's LC_CTYPE is a UTF-8 locale (recall_shim/targets/postgres/server.py uses C.UTF-8). -#}
 {% macro postgres__tokenize(text_expr) -%}
 {%- set han = '[\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]' -%}
 array(

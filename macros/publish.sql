@@ -15,7 +15,7 @@
 {% endmacro %}
 
 {#- The alias a snapshot file is attached under when another snapshot uses it as a layer (twin of
-    recall_shim/_snapshot.py layer_alias). -#}
+    recall_shim/serving/snapshot.py layer_alias). -#}
 {% macro serving_layer_alias(file) -%}
   {{- 'l_' ~ modules.re.sub('[^a-z0-9]', '_', (file[:-7] if file.endswith('.duckdb') else file) | lower) -}}
 {%- endmacro %}

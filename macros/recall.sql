@@ -238,7 +238,7 @@ order by intent_id, similarity desc
 {%- endmacro %}
 
 {#- The lexical leg of recall_sql on its own, for the serving index's hybrid fusion
-    (recall_shim/_hybrid.py): every term-index match of one user's memories with its BM25 score
+    (recall_shim/serving/hybrid.py): every term-index match of one user's memories with its BM25 score
     per intent, computed exactly as recall_sql's lexical_leg (same tokenize, same distinct query
     terms, same bm25_term, same per-user statistics). The kind filter and the vector leg are
     applied by the caller; id64 is the index's row key (md5_number_upper(memory_id) >> 2).

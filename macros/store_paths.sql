@@ -1,4 +1,4 @@
-{#- Jinja twin of recall_shim/_paths.py: one DuckDB path names the whole store. Paths reach SQL
+{#- Jinja twin of recall_shim/common/paths.py: one DuckDB path names the whole store. Paths reach SQL
     only through sql_literal (and glob_escape where DuckDB reads them as a glob), macros/vars.sql. -#}
 {% macro store_stem() -%}
   {%- set p = string_var('store_path') -%}
@@ -29,7 +29,7 @@
   {{ return(files if marker in files else files + [marker]) }}
 {%- endmacro %}
 
-{#- The largest landing line read_json accepts. The door (recall_shim/_door.py) keeps new lines
+{#- The largest landing line read_json accepts. The door (recall_shim/write/door.py) keeps new lines
     far below it (max_content_chars characters, at most 12 bytes each as ensure_ascii JSON), but
     files landed by older versions may hold a single 34 MB message: a build must load it (staging
     rejects it as content_too_long) rather than fail for every user. 1 GiB bounds a line's buffer. -#}

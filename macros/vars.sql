@@ -18,7 +18,7 @@
       sql_literal(value)    any string as a quoted SQL literal (quotes doubled, NUL refused)
       sql_string_list(vals) a list of strings, each through sql_literal
       glob_escape(path)     a path as a DuckDB glob that matches only itself (* ? [ escaped)
-    The Python twin is recall_shim/_sql.py. -#}
+    The Python twin is recall_shim/common/sql.py. -#}
 
 {#- The rule of every var in dbt_project.yml, in one place. kind: number (min, max, integer,
     nullable), bool, choice (allowed), string (pattern, full match), string_list (pattern,

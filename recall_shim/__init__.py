@@ -8,7 +8,7 @@
     store.forget(user_id="alice")          # everywhere, with an audit record
 """
 
-from ._errors import (
+from recall_shim.errors import (
     AgentMemoryError,
     BackendUnavailable,
     BuildFailed,
@@ -23,14 +23,14 @@ from ._errors import (
     StoreNotBuilt,
     UnknownEmbeddingModel,
 )
-from ._forget import ForgetReport
-from ._ids import normalise_id
-from ._pg import LocalPostgres, PgConnection
-from ._pg_store import PgMemoryStore
-from ._prompt import format_prompt
-from ._serving import RecalledMemory
-from ._store import BuildResult, IngestReport, MemoryStore
-from ._targets import open_store
+from recall_shim.forget.duckdb import ForgetReport
+from recall_shim.write.ids import normalise_id
+from recall_shim.targets.postgres.server import LocalPostgres, PgConnection
+from recall_shim.targets.postgres.store import PgMemoryStore
+from recall_shim.recall.prompt import format_prompt
+from recall_shim.serving.reader import RecalledMemory
+from recall_shim.targets.duckdb import BuildResult, IngestReport, MemoryStore
+from recall_shim.store import open_store
 
 __all__ = [
     "MemoryStore",

@@ -52,9 +52,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("recall_shim.langgraph needs the langgraph package: pip install 'agent-memory[langgraph]'") from exc
 
-from ._errors import InvalidInput, InvalidQuery, StoreNotBuilt
-from ._store import MemoryStore
-from ._warehouse import read_warehouse, rows, tables
+from recall_shim.errors import InvalidInput, InvalidQuery, StoreNotBuilt
+from recall_shim.targets.duckdb import MemoryStore
+from recall_shim.build.warehouse import read_warehouse, rows, tables
 
 __all__ = ["AgentMemoryStore", "memory_node", "MEMORY_STATE_KEY"]
 

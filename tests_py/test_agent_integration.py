@@ -59,7 +59,7 @@ def test_mcp_config_example_names_the_real_command() -> None:
     config = json.loads(example("mcp-config"))
     entry = config["mcpServers"]["agent-memory"]
     assert entry["command"] == "agent-memory" and entry["args"][:2] == ["mcp", "--db"]
-    from recall_shim.cli import build_parser
+    from recall_shim.interfaces.cli import build_parser
 
     args = build_parser().parse_args(entry["args"])
     assert args.command == "mcp" and args.db == entry["args"][2]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from recall_shim import MemoryStore
-from recall_shim.cli import build_parser
+from recall_shim.interfaces.cli import build_parser
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from recall_shim import MemoryStore
-from recall_shim._index import index_dir
-from recall_shim._serving import ready_snapshots
-from recall_shim._snapshot import connect_snapshot
+from recall_shim.serving.index import index_dir
+from recall_shim.serving.reader import ready_snapshots
+from recall_shim.serving.snapshot import connect_snapshot
 
 from .conftest import query
 from .test_concurrency import read_log, spawn

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from recall_shim import InvalidInput, MemoryStore
-from recall_shim._locks import file_lock
+from recall_shim.common.locks import file_lock
 
 from .conftest import DEMO_LOG, query
 

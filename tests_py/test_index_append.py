@@ -1,6 +1,6 @@
 """The serving index's incremental build is O(new): append-only heavy files shared by hard link
-between consecutive index folders (recall_shim/_index_heavy.py), a big user's IVF reused as is
-with a tail of new and changed rows (recall_shim/_index_ivf.py). After a sequence of incremental
+between consecutive index folders (recall_shim/serving/index_heavy.py), a big user's IVF reused as is
+with a tail of new and changed rows (recall_shim/serving/index_ivf.py). After a sequence of incremental
 builds the answers equal a fresh full build and the compiled statement; the heavy files grow by
 exactly the new and changed rows; a torn tail is cut off and never read; past the dead share the
 heavy files are compacted into a fresh generation. (Forget: tests_py/test_forget.py.)"""
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._index import SnapshotIndex, build_index, index_dir
-from recall_shim._index_heavy import PAYLOAD, PAYLOAD_END, VECTORS
+from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
+from recall_shim.serving.index_heavy import PAYLOAD, PAYLOAD_END, VECTORS
 
 from .test_index import DIM, check_all, synthetic_rows, template, vector_store, write_snapshot  # noqa: F401
 

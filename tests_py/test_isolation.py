@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._embedding import embed_texts
+from recall_shim.common.embedding import embed_texts
 
 from .conftest import query
 

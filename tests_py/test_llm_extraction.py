@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._llm import LLMConfig, Message, chat_completions_url, make_batches, parse_memories
+from recall_shim.build.llm import LLMConfig, Message, chat_completions_url, make_batches, parse_memories
 
 from .conftest import query
 
@@ -197,7 +197,7 @@ def test_reply_parsing_and_batching(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unreachable_endpoint_fails_the_batch_not_the_build() -> None:
-    from recall_shim._llm import extract_batch
+    from recall_shim.build.llm import extract_batch
 
     cfg = LLMConfig(url="http://127.0.0.1:9", model="m", max_retries=1, retry_backoff_seconds=0, timeout_seconds=2)
     res = extract_batch(cfg, [Message("m1", "u", "hello")], sleep=lambda s: None)

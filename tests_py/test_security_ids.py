@@ -1,4 +1,4 @@
-"""The one id rule (recall_shim/_ids.py) on every path: ids are strings (session_id and
+"""The one id rule (recall_shim/write/ids.py) on every path: ids are strings (session_id and
 message_id may be JSON integers, taken as decimal text), NFC-normalised, free of control and
 invisible format characters. A call that breaks it raises; an input-file row that breaks it lands
 only as a reject with ``invalid_<field>``; lookalike ids never become distinct users."""

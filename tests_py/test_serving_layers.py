@@ -14,9 +14,9 @@ import duckdb
 import pytest
 
 from recall_shim import MemoryStore, StoreNotBuilt
-from recall_shim._errors import SnapshotIncomplete
-from recall_shim._serving import ready_snapshots
-from recall_shim._snapshot import connect_snapshot
+from recall_shim.errors import SnapshotIncomplete
+from recall_shim.serving.reader import ready_snapshots
+from recall_shim.serving.snapshot import connect_snapshot
 
 from .conftest import query
 from .test_forget import files_containing, tables_containing

@@ -1,4 +1,4 @@
-"""Incremental term postings (recall_shim/_terms_reuse.py): over a sequence of snapshots (new
+"""Incremental term postings (recall_shim/serving/terms_reuse.py): over a sequence of snapshots (new
 memories, changed contents of existing memory_ids, removed memories, a new user, a user who loses
 every memory, a memory moving to another user, terms that appear and disappear, an unchanged
 build) the ``terms/`` arrays built from the previous index folder equal, file by file, a full
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim._embedding import embed_texts
-from recall_shim._index import build_index, index_dir
-from recall_shim._terms import build_term_postings
-from recall_shim._terms_reuse import ARRAYS
+from recall_shim.common.embedding import embed_texts
+from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.terms import build_term_postings
+from recall_shim.serving.terms_reuse import ARRAYS
 
 from .conftest import DEMO_LOG
 from .test_hybrid_index import QUERIES, assert_same, compiled, compiled_statements, sentences, write_snapshot

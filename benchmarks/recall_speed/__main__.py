@@ -24,7 +24,7 @@ strength factor; docs/recall.md), each query with a vector and a text:
   numpy exact        float32 matrix in RAM (all cosines, min and max) + the same BM25 postings
                      as the shipped path + the fused score of every memory
   shipped            SnapshotReader.run with vector + text: index + lexical statement
-                     (recall_shim/_hybrid.py), in a separate process
+                     (recall_shim/serving/hybrid.py), in a separate process
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from recall_shim._hybrid import fusion_of
-from recall_shim._index import build_index, index_dir
-from recall_shim._snapshot import connect_snapshot
-from recall_shim._terms import TermPostings, build_term_postings, tokenize
+from recall_shim.serving.hybrid import fusion_of
+from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.snapshot import connect_snapshot
+from recall_shim.serving.terms import TermPostings, build_term_postings, tokenize
 
 from .synth import (BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, query_texts, reference_table,
                     use_fusion, write_snapshot)

@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from recall_shim._snapshot import connect_snapshot
+from recall_shim.serving.snapshot import connect_snapshot
 
 from .synth import BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, reference_table, write_snapshot
 

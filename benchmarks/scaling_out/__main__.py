@@ -57,7 +57,7 @@ def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
 
 
 def measure(store: Any, users: int, recalls: int) -> dict[str, float]:
-    from recall_shim._embedding import embed_texts
+    from recall_shim.common.embedding import embed_texts
 
     store.recall(QUERIES[0], user_id="u0", record_access=False)  # warm up (model load, connections)
 
@@ -106,8 +106,8 @@ def main() -> None:
             results["duckdb"]["memories"] = float(_count_duck(store))
             store.close()
         if args.target in ("postgres", "both"):
-            from recall_shim._pg import LocalPostgres
-            from recall_shim._pg_store import PgMemoryStore
+            from recall_shim.targets.postgres.server import LocalPostgres
+            from recall_shim.targets.postgres.store import PgMemoryStore
 
             server = LocalPostgres(Path(tmp) / "pg")
             conn = server.start()
@@ -133,7 +133,7 @@ def main() -> None:
 
 
 def _count_duck(store: Any) -> int:
-    from recall_shim._snapshot import connect_snapshot
+    from recall_shim.serving.snapshot import connect_snapshot
 
     con = connect_snapshot(store.snapshot_path)
     try:

@@ -3,13 +3,13 @@
 Off unless var llm_url (env AGENT_MEMORY_LLM_URL) is set: then it returns no rows. Incremental
 and never full-refreshed (LLM replies are a paid, non-reproducible input): messages already in
 an `ok` batch are never sent again; messages of `failed` batches are sent again next build.
-The client lives in recall_shim/_llm.py; see docs/llm_extraction.md.
+The client lives in recall_shim/build/llm.py; see docs/llm_extraction.md.
 """
 
 import pyarrow as pa
 
-from recall_shim._llm import BATCH_COLUMNS, LLMConfig, Message, batch_rows, run_extraction
-from recall_shim._sql import sql_literal
+from recall_shim.build.llm import BATCH_COLUMNS, LLMConfig, Message, batch_rows, run_extraction
+from recall_shim.common.sql import sql_literal
 
 SCHEMA = pa.schema([
     ("batch_id", pa.string()),

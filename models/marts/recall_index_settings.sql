@@ -1,4 +1,4 @@
-{#- One row: the tunables of the serving index (recall_shim/_index.py, docs/serving.md). Publishing
+{#- One row: the tunables of the serving index (recall_shim/serving/index.py, docs/serving.md). Publishing
     copies it into every snapshot, so the index is built with the settings of its build. -#}
 -- depends_on: {{ ref('long_term_memory') }}  (the index is built over it; keeps the lineage whole)
 select

@@ -3,7 +3,7 @@
     landing_rows macro). Nothing is judged here; only rows of a forgotten user landed before
     the forget, and replays of forgotten messages (user_id, message_id; either form of a
     derived id, macros/identity.sql), are never loaded (stg_forget_requests). door_reason is set
-    on rows the writer's door refused (recall_shim/_door.py); NULL on rows landed before the door
+    on rows the writer's door refused (recall_shim/write/door.py); NULL on rows landed before the door
     existed. -#}
 {{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
 
