@@ -29,12 +29,13 @@ from recall_shim.targets.postgres.server import LocalPostgres, PgConnection
 from recall_shim.targets.postgres.store import PgMemoryStore
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory
-from recall_shim.targets.duckdb import BuildResult, IngestReport, MemoryStore
-from recall_shim.store import open_store
+from recall_shim.store import BuildResult, IngestReport, Store, open_store
+from recall_shim.targets.duckdb import MemoryStore
 
 __all__ = [
     "MemoryStore",
     "PgMemoryStore",
+    "Store",
     "open_store",
     "PgConnection",
     "LocalPostgres",

@@ -7,17 +7,16 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
-from recall_shim.store import TARGET_ENV, AnyStore, open_store
+from recall_shim.store import TARGET_ENV, Store, open_store
 
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
 
 
-def _store(args: argparse.Namespace) -> AnyStore:
+def _store(args: argparse.Namespace) -> Store:
     return open_store(args.db)
 
 
@@ -73,7 +72,7 @@ def _print_results(results: Sequence[Any], as_json: bool) -> None:
         print(f"{m.rank:>2}. [{m.kind}] {m.content}  (sim {m.similarity:.3f}, strength {m.strength:.3f}, score {m.score:.3f})")
 
 
-def _batch(store: AnyStore, path: str, defaults: dict[str, Any]) -> int:
+def _batch(store: Store, path: str, defaults: dict[str, Any]) -> int:
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
     failures = 0
     with fh:

@@ -11,72 +11,28 @@ import sys
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import AccessNotRecorded, BuildFailed, InvalidId, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from recall_shim.errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
 from recall_shim.write.door import admit, admit_strict
-from recall_shim.write.ids import forget_id, normalise_id
+from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso, write_landing_file
 from recall_shim.write.limits import door_limits
 from recall_shim.common.locks import file_lock
-from recall_shim.common.paths import PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
-from recall_shim.recall.prompt import format_prompt
-from recall_shim.serving.reader import RecalledMemory, RecallSettings, SnapshotReader, prune_snapshots, update_index
+from recall_shim.common.paths import StorePaths, project_dir
+from recall_shim.serving.reader import RecalledMemory, SnapshotReader, prune_snapshots, update_index
+from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.write.door import refusals
+from recall_shim.write.landing import message_row
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
-
-Query = str | Sequence[float] | np.ndarray
-
-
-def scope_id(value: Any, name: str, *, required: bool) -> str | None:
-    """A user/agent/session scope under the one id rule (recall_shim/write/ids.py), NFC-normalised
-    like every stored id, or InvalidId (an InvalidQuery): an id that no stored row can have is
-    refused instead of silently matching nothing or another user. None when not ``required``."""
-    if value is None:
-        if required:
-            raise InvalidId(f"{name} is required: recall is always scoped to one user", f"invalid_{name}")
-        return None
-    return normalise_id(value, name)
-
-
-class RecallArgs(NamedTuple):
-    top_k: int
-    min_sim: float
-    user_id: str
-    agent_id: str | None
-    session_id: str | None
-
-
-def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, top_k: Any, min_sim: Any,
-                     kinds: Any, agent_id: Any, session_id: Any) -> RecallArgs:
-    """Check a recall's arguments against a store's settings (shared by every store type):
-    returns them with the defaults applied and the ids normalised, or raises InvalidQuery."""
-    user = scope_id(user_id, "user_id", required=True)
-    agent = scope_id(agent_id, "agent_id", required=False)
-    session = scope_id(session_id, "session_id", required=False)
-    if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence):
-        raise InvalidQuery("queries must be a list of query texts or vectors")
-    k = settings.default_top_k if top_k is None else top_k
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= settings.max_top_k:
-        raise InvalidQuery(f"top_k must be an integer from 1 to {settings.max_top_k}, got {k!r}")
-    ms = settings.default_min_sim if min_sim is None else min_sim
-    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not -1.0 <= float(ms) <= 1.0:
-        raise InvalidQuery(f"min_sim must be a number from -1 to 1, got {ms!r}")
-    if kinds is not None:
-        if isinstance(kinds, str) or not all(isinstance(x, str) and x for x in kinds):
-            raise InvalidQuery("kinds must be a list of kind names")
-        for x in kinds:
-            scope_id(x, "kind", required=True)
-    return RecallArgs(k, float(ms), user, agent, session)  # type: ignore[arg-type]
-
 
 def default_db() -> Path:
     env = os.environ.get(DEFAULT_DB_ENV)
@@ -85,51 +41,7 @@ def default_db() -> Path:
     return project_dir() / "data" / "agent_memory.duckdb"
 
 
-@dataclass(frozen=True)
-class IngestReport:
-    """What ``ingest`` did with one file. ``rows`` counts every row landed (what the next build
-    puts in session_messages or session_log_rejects); ``refused`` counts, by reason, the rows
-    among them the door refused (they land only as rejects, their content cut to the limit)."""
-
-    file: str
-    rows: int
-    landing_file: str | None
-    skipped: bool = False
-    refused: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def accepted(self) -> int:
-        """Rows that passed the door (staging may still reject some: session_log_rejects)."""
-        return self.rows - sum(self.refused.values())
-
-
-def message_row(user_id: Any, content: Any, *, role: Any = "user", session_id: Any = "default",
-                msg_seq: Any = None, ts: Any = None, message_id: Any = None, agent_id: Any = None) -> dict[str, Any]:
-    """The session-log row of one ``remember`` call, with its defaults (shared by both stores)."""
-    return {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
-            "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000, "role": role,
-            "content": content, "ts": ts or utc_now_iso(),
-            "message_id": f"msg_{uuid.uuid4().hex}" if message_id is None else message_id}
-
-
-def refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Door reasons -> counts over landing records."""
-    out: dict[str, int] = {}
-    for r in records:
-        if r.get("door_reason"):
-            out[r["door_reason"]] = out.get(r["door_reason"], 0) + 1
-    return dict(sorted(out.items()))
-
-
-@dataclass(frozen=True)
-class BuildResult:
-    snapshot: str | None
-    output: str
-    seconds: float
-    index: dict[str, Any] | None = None  # what the serving index update did (None: no index)
-
-
-class MemoryStore:
+class MemoryStore(Store):
     """A memory store named by its DuckDB path (see ``docs/architecture.md``).
 
     Writes (``remember``, ``ingest``, access events) land as immutable files and never touch the
@@ -331,15 +243,6 @@ class MemoryStore:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
 
-    def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
-        """Recall the best memories of ``user_id`` for one query text or vector."""
-        return self.recall_many([query], user_id=user_id, **kwargs)[0]
-
-    def prompt(self, queries: Sequence[Query], *, user_id: str, budget_chars: int = 1200, **kwargs: Any) -> str:
-        """Recall for ``queries`` and format the memories as a system-prompt block."""
-        results = self.recall_many(queries, user_id=user_id, **kwargs)
-        return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
-
     def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
         """Land the recalled memories as access events. A store that cannot take the write
         (disk full, read-only) loses the event, not the recall: a warning says so."""
@@ -381,9 +284,3 @@ class MemoryStore:
 
     def close(self) -> None:
         self._reader.close()
-
-    def __enter__(self) -> "MemoryStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

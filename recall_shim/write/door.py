@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import date, datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from recall_shim.errors import ContentTooLong, InvalidId, InvalidInput
 from recall_shim.write.ids import ID_FIELDS, normalise_id, visible_text
@@ -161,3 +161,12 @@ def admit_strict(row: Mapping[str, Any], landed_at: str, limits: DoorLimits, whe
     if verdict.reason.startswith("invalid_") and verdict.reason[len("invalid_"):] in ID_FIELDS:
         raise InvalidId(message, verdict.reason)
     raise InvalidInput(message)
+
+
+def refusals(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Door reasons -> counts over landing records."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.get("door_reason"):
+            out[r["door_reason"]] = out.get(r["door_reason"], 0) + 1
+    return dict(sorted(out.items()))

@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -172,3 +173,12 @@ def read_input_file(path: str | Path) -> Iterable[dict[str, Any] | UnreadableLin
     if suffix == ".parquet":
         return _read_parquet(p)
     raise InvalidInput(f"{p}: unsupported file type {suffix!r} (use .csv, .jsonl or .parquet)")
+
+
+def message_row(user_id: Any, content: Any, *, role: Any = "user", session_id: Any = "default",
+                msg_seq: Any = None, ts: Any = None, message_id: Any = None, agent_id: Any = None) -> dict[str, Any]:
+    """The session-log row of one ``remember`` call, with its defaults (shared by both stores)."""
+    return {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
+            "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000, "role": role,
+            "content": content, "ts": ts or utc_now_iso(),
+            "message_id": f"msg_{uuid.uuid4().hex}" if message_id is None else message_id}

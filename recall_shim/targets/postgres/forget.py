@@ -29,7 +29,7 @@ from recall_shim.errors import InvalidInput
 from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, _check_id, _Targets, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
-from recall_shim.targets.postgres.server import FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
+from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
 from recall_shim.common.sql import sql_ident
 
 __all__ = ["forget_pg"]
@@ -155,7 +155,6 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
               actor: str | None = None) -> ForgetReport:
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
     forever, with its source messages) in the PostgreSQL schema. Idempotent."""
-    from recall_shim.targets.postgres.store import BUILD_LOCK_KEY
 
     if user_id is None and memory_id is None:
         raise InvalidInput("forget needs user_id or memory_id")

@@ -32,6 +32,7 @@ __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
 
 #: which target the CLI, the server and ``open_store`` use: "duckdb" (default) or "postgres"
+BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
 TARGET_ENV = "AGENT_MEMORY_TARGET"
 
 

@@ -38,17 +38,17 @@ from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso
 from recall_shim.write.limits import door_limits
 from recall_shim.targets.postgres.ann import PgAnn
-from recall_shim.targets.postgres.server import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
+from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
                   land_messages, message_values)
-from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory, RecallSettings
 from recall_shim.common.sql import sql_ident
-from recall_shim.targets.duckdb import (BuildResult, IngestReport, Query, message_row, project_dir, recall_arguments, refusals,
-                     scope_id)
+from recall_shim.common.paths import project_dir
+from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.write.door import refusals
+from recall_shim.write.landing import message_row
 
-__all__ = ["PgMemoryStore", "BUILD_LOCK_KEY"]
+__all__ = ["PgMemoryStore"]
 
-BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
 _STAGE_ONE = "+int_memory_candidates recall_intents"
 _SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
                     "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
@@ -118,7 +118,7 @@ class _Reader:
         return [float(x) for x in arr]
 
 
-class PgMemoryStore:
+class PgMemoryStore(Store):
     """A memory store in PostgreSQL schema ``conn.schema`` (see module docstring). Without
     ``conn``, the connection comes from the AGENT_MEMORY_PG_* environment (the dbt profile's)."""
 
@@ -362,16 +362,6 @@ class PgMemoryStore:
                                         question_weight=s.question_episode_weight)
         return self._read(run)
 
-    def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
-        """Recall the best memories of ``user_id`` for one query text or vector."""
-        return self.recall_many([query], user_id=user_id, **kwargs)[0]
-
-    def prompt(self, queries: Sequence[Query], *, user_id: str, budget_chars: int = 1200,
-               **kwargs: Any) -> str:
-        """Recall for ``queries`` and format the memories as a system-prompt block."""
-        results = self.recall_many(queries, user_id=user_id, **kwargs)
-        return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
-
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``."""
         user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
@@ -406,9 +396,3 @@ class PgMemoryStore:
             if self._con is not None:
                 self._con.close()
                 self._con = None
-
-    def __enter__(self) -> "PgMemoryStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
