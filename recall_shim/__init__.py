@@ -29,10 +29,12 @@ from recall_shim.targets.postgres.server import LocalPostgres, PgConnection
 from recall_shim.targets.postgres.store import PgMemoryStore
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory
+from recall_shim.common.paths import package_version
 from recall_shim.store import BuildResult, IngestReport, Store, open_store
 from recall_shim.targets.duckdb import MemoryStore
 
 __all__ = [
+    "__version__",
     "MemoryStore",
     "PgMemoryStore",
     "Store",
@@ -59,3 +61,5 @@ __all__ = [
     "StoreNotBuilt",
     "UnknownEmbeddingModel",
 ]
+
+__version__ = package_version()

@@ -62,7 +62,7 @@ class RunningServer:
     bearer token ``self.token`` (passed as $AGENT_MEMORY_TOKEN); send ``self.headers``."""
 
     def __init__(self, db: Path, log: Path, args: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, exe: str | None = None) -> None:
         import os
         import secrets
         import subprocess
@@ -76,7 +76,7 @@ class RunningServer:
         self.token = secrets.token_urlsafe(16)
         self.headers = {"Authorization": f"Bearer {self.token}"}
         self.log_path = log
-        exe = str(Path(sys.executable).with_name("agent-memory"))
+        exe = exe or str(Path(sys.executable).with_name("agent-memory"))
         self._log = open(log, "w")
         self.proc = subprocess.Popen([exe, "serve", "--db", str(db), "--port", str(self.port), *(args or [])],
                                      stdout=self._log, stderr=subprocess.STDOUT,

@@ -26,17 +26,50 @@ EMPTY_MARKER = "_empty.jsonl"
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
 
 
+# a wheel carries a copy of the dbt project in recall_shim/project/ (setup.py says which files)
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _checkout() -> Path | None:
+    """The git checkout this package runs from (an editable install), if any."""
+    root = _PACKAGE.parent
+    return root if (root / "dbt_project.yml").is_file() and (root / "recall_shim").is_dir() else None
+
+
 def project_dir() -> Path:
-    """The dbt project: $AGENT_MEMORY_PROJECT, else the checkout this package sits in."""
+    """The dbt project: $AGENT_MEMORY_PROJECT, else the checkout this package runs from, else the
+    copy an installed wheel carries (recall_shim/project/)."""
     env = os.environ.get(PROJECT_ENV)
     candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2])
+    candidates += [c for c in (_checkout(), _PACKAGE / "project") if c is not None]
     for c in candidates:
         if (c / "dbt_project.yml").is_file():
             return c.resolve()
     raise InvalidInput(
         "cannot find the dbt project (dbt_project.yml); set AGENT_MEMORY_PROJECT to the checkout"
     )
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml), or "unknown" outside an install."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-memory")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def data_dir() -> Path:
+    """Where default stores live: ``data/`` of the checkout when running from one, else the
+    per-user data folder (``platformdirs.user_data_dir("agent-memory")``, e.g.
+    ~/.local/share/agent-memory). The one default for the CLI and the Python API."""
+    root = _checkout()
+    if root is not None:
+        return root / "data"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("agent-memory", appauthor=False))
 
 
 # DuckDB reads a backslash as a folder separator and ? as the start of options in every file it opens

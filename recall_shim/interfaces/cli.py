@@ -10,6 +10,7 @@ import sys
 from typing import Any, Sequence
 
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
+from recall_shim.common.paths import package_version
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
 from recall_shim.store import TARGET_ENV, Store, open_store
 
@@ -251,8 +252,9 @@ def _global_flags(top: bool) -> argparse.ArgumentParser:
     (``agent-memory --db X remember ...``), so its copies default to SUPPRESS."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None if top else argparse.SUPPRESS, metavar="PATH",
-                        help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: data/agent_memory.duckdb in "
-                             "the project); before or after COMMAND")
+                        help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: agent_memory.duckdb in the "
+                             "checkout's data/ when run from one, else in the per-user data folder); "
+                             "before or after COMMAND")
     common.add_argument("--target", default=argparse.SUPPRESS, choices=["duckdb", "postgres"],
                         help=f"duckdb (default) or postgres: PostgreSQL + pgvector named by the AGENT_MEMORY_PG_* "
                              f"variables (env {TARGET_ENV}; docs/scaling_out.md); before or after COMMAND")
@@ -263,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = _global_flags(top=False)
     p = argparse.ArgumentParser(prog="agent-memory", description="Long-term memory for AI agents (dbt on DuckDB, or PostgreSQL + pgvector with --target postgres).",
                                 parents=[_global_flags(top=True)])
+    p.add_argument("--version", action="version", version=f"agent-memory {package_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("ingest", parents=[common], help="land a CSV, JSONL or Parquet file of session-log rows",

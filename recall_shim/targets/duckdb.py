@@ -25,7 +25,7 @@ from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso, write_landing_file
 from recall_shim.write.limits import door_limits
 from recall_shim.common.locks import file_lock
-from recall_shim.common.paths import StorePaths, project_dir
+from recall_shim.common.paths import StorePaths, data_dir, project_dir
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader, prune_snapshots, update_index
 from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
 from recall_shim.write.door import refusals
@@ -35,10 +35,12 @@ DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
 
 def default_db() -> Path:
+    """$AGENT_MEMORY_DB, else agent_memory.duckdb in ``data_dir()`` (the checkout's data/ or the
+    per-user data folder)."""
     env = os.environ.get(DEFAULT_DB_ENV)
     if env:
         return Path(env)
-    return project_dir() / "data" / "agent_memory.duckdb"
+    return data_dir() / "agent_memory.duckdb"
 
 
 class MemoryStore(Store):

@@ -42,7 +42,7 @@ from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES,
                   land_messages, message_values)
 from recall_shim.serving.reader import RecalledMemory, RecallSettings
 from recall_shim.common.sql import sql_ident
-from recall_shim.common.paths import project_dir
+from recall_shim.common.paths import data_dir, project_dir
 from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
@@ -128,7 +128,7 @@ class PgMemoryStore(Store):
                  work_dir: str | os.PathLike[str] | None = None) -> None:
         self.conn = conn if conn is not None else PgConnection.from_env()
         if work_dir is None:
-            work_dir = os.environ.get(_PG_WORK_ENV) or project_dir() / "data" / f"pg-{self.conn.schema}"
+            work_dir = os.environ.get(_PG_WORK_ENV) or data_dir() / f"pg-{self.conn.schema}"
         self.work_dir = Path(work_dir)
         ensure_landing(self.conn)
         self._reader = _Reader(self.conn)

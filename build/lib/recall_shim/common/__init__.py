@@ -1,0 +1,1 @@
+"""Foundations every layer uses: where a store's files live (paths), file locks, the one place Python quotes SQL text, and the embedding model registry."""

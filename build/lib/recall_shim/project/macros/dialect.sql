@@ -1,0 +1,369 @@
+{#- Small SQL pieces that differ between the targets (docs/scaling_out.md). Each dispatches to
+    duckdb__<name> (today's DuckDB SQL) or postgres__<name> (PostgreSQL 16 + pgvector). -#}
+
+{#- The raw rows writers landed in one landing channel, with a _landing_file column.
+    channel: 'messages' | 'access'; columns: {name: DuckDB type} of the landing schema;
+    relation: the incremental model itself (only files it has not loaded are read) or none.
+    DuckDB: the channel's immutable JSONL files; PostgreSQL: the table <channel>_landing in the
+    target schema that writers INSERT into through ordinary transactions (recall_shim/targets/postgres/server.py);
+    the model's own anti-join skips rows it already loaded. -#}
+{% macro landing_rows(channel, columns, relation=none) -%}
+  {{ return(adapter.dispatch('landing_rows')(channel, columns, relation)) }}
+{%- endmacro %}
+
+{% macro duckdb__landing_rows(channel, columns, relation=none) -%}
+{{ read_landing(channel, columns, new_landing_files(channel, relation) if relation is not none else none) }}
+{%- endmacro %}
+
+{% macro postgres__landing_rows(channel, columns, relation=none) -%}
+{{ target.schema }}.{{ landing_table(channel) }}
+{%- endmacro %}
+
+{#- Name of the PostgreSQL landing table of a channel (twin of recall_shim/targets/postgres/server.py LANDING_TABLES). -#}
+{% macro landing_table(channel) -%}
+{{ {'messages': 'session_log_landing', 'access': 'recall_access_landing', 'forget': 'forget_landing'}[channel] }}
+{%- endmacro %}
+
+{#- expr cast to type, or NULL when the text is not a valid value of type. -#}
+{% macro try_cast_text(expr, type) -%}
+  {{ return(adapter.dispatch('try_cast_text')(expr, type)) }}
+{%- endmacro %}
+
+{% macro duckdb__try_cast_text(expr, type) -%}
+try_cast({{ expr }} as {{ type }})
+{%- endmacro %}
+
+{% macro postgres__try_cast_text(expr, type) -%}
+case when pg_input_is_valid({{ expr }}, '{{ type }}') then ({{ expr }})::{{ type }} end
+{%- endmacro %}
+
+{#- Whether the whole of text_expr matches the regular expression pattern_expr. -#}
+{% macro regexp_full_match(text_expr, pattern_expr) -%}
+  {{ return(adapter.dispatch('regexp_full_match')(text_expr, pattern_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__regexp_full_match(text_expr, pattern_expr) -%}
+regexp_full_match({{ text_expr }}, {{ pattern_expr }})
+{%- endmacro %}
+
+{#- PostgreSQL takes embedded options such as (?i) only at the start of a pattern. -#}
+{% macro postgres__regexp_full_match(text_expr, pattern_expr) -%}
+(case
+    when left({{ pattern_expr }}, 4) = '(?i)' then {{ text_expr }} ~* ('^(?:' || substr({{ pg_regex(pattern_expr) }}, 5) || ')$')
+    else {{ text_expr }} ~ ('^(?:' || {{ pg_regex(pattern_expr) }} || ')$')
+end)
+{%- endmacro %}
+
+{#- A DuckDB (RE2) pattern literal rewritten for PostgreSQL's regex engine, which has no Unicode
+    classes: \pZ (Unicode separators) becomes the list of those code points, and \x00 becomes
+    \x01 (PostgreSQL text cannot hold NUL, so nothing is lost). -#}
+{% macro pg_regex(pattern_expr) -%}
+{{ pattern_expr
+   | replace('\\pZ', '\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000')
+   | replace('\\x00', '\\x01') }}
+{%- endmacro %}
+
+{#- An interval of n_expr minutes. -#}
+{% macro minutes_interval(n_expr) -%}
+  {{ return(adapter.dispatch('minutes_interval')(n_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__minutes_interval(n_expr) -%}
+to_minutes({{ n_expr }}::bigint)
+{%- endmacro %}
+
+{% macro postgres__minutes_interval(n_expr) -%}
+make_interval(mins => {{ n_expr }})
+{%- endmacro %}
+
+{#- An interval of n_expr days. -#}
+{% macro days_interval(n_expr) -%}
+  {{ return(adapter.dispatch('days_interval')(n_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__days_interval(n_expr) -%}
+to_days({{ n_expr }}::bigint)
+{%- endmacro %}
+
+{% macro postgres__days_interval(n_expr) -%}
+make_interval(days => {{ n_expr }})
+{%- endmacro %}
+
+{#- Cosine similarity of two embeddings (NULL when either is NULL). -#}
+{% macro cosine_similarity(a, b, dim=none) -%}
+  {{ return(adapter.dispatch('cosine_similarity')(a, b, dim)) }}
+{%- endmacro %}
+
+{% macro duckdb__cosine_similarity(a, b, dim=none) -%}
+array_cosine_similarity({{ a }}::{{ embedding_type(dim) }}, {{ b }}::{{ embedding_type(dim) }})
+{%- endmacro %}
+
+{#- pgvector's <=> is cosine distance; 1 - distance is the similarity. -#}
+{% macro postgres__cosine_similarity(a, b, dim=none) -%}
+(1 - ({{ a }}::{{ embedding_type(dim) }} <=> {{ b }}::{{ embedding_type(dim) }}))
+{%- endmacro %}
+
+{#- Cosine similarity of two columns already of the embedding type (no casts). -#}
+{% macro vector_cosine(a, b) -%}
+  {{ return(adapter.dispatch('vector_cosine')(a, b)) }}
+{%- endmacro %}
+
+{% macro duckdb__vector_cosine(a, b) -%}
+array_cosine_similarity({{ a }}, {{ b }})
+{%- endmacro %}
+
+{% macro postgres__vector_cosine(a, b) -%}
+(1 - ({{ a }} <=> {{ b }}))
+{%- endmacro %}
+
+{#- The 64-bit float type name. -#}
+{% macro double_type() -%}
+  {{ return(adapter.dispatch('double_type')()) }}
+{%- endmacro %}
+
+{% macro duckdb__double_type() -%}double{%- endmacro %}
+
+{% macro postgres__double_type() -%}double precision{%- endmacro %}
+
+{#- Seconds since the Unix epoch of a timestamp. -#}
+{% macro epoch_seconds(ts_expr) -%}
+  {{ return(adapter.dispatch('epoch_seconds')(ts_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__epoch_seconds(ts_expr) -%}
+epoch({{ ts_expr }})
+{%- endmacro %}
+
+{% macro postgres__epoch_seconds(ts_expr) -%}
+extract(epoch from {{ ts_expr }})
+{%- endmacro %}
+
+{#- Number of elements of a list (DuckDB) / array (PostgreSQL). -#}
+{% macro list_length(list_expr) -%}
+  {{ return(adapter.dispatch('list_length')(list_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__list_length(list_expr) -%}
+len({{ list_expr }})
+{%- endmacro %}
+
+{% macro postgres__list_length(list_expr) -%}
+cardinality({{ list_expr }})
+{%- endmacro %}
+
+{#- Whether a list contains a value. -#}
+{% macro list_has(list_expr, value_expr) -%}
+  {{ return(adapter.dispatch('list_has')(list_expr, value_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__list_has(list_expr, value_expr) -%}
+list_contains({{ list_expr }}, {{ value_expr }})
+{%- endmacro %}
+
+{% macro postgres__list_has(list_expr, value_expr) -%}
+({{ value_expr }} = any({{ list_expr }}))
+{%- endmacro %}
+
+{#- Whether a float is NaN. -#}
+{% macro is_nan(expr) -%}
+  {{ return(adapter.dispatch('is_nan')(expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__is_nan(expr) -%}
+isnan({{ expr }})
+{%- endmacro %}
+
+{% macro postgres__is_nan(expr) -%}
+({{ expr }} = 'NaN'::float8)
+{%- endmacro %}
+
+{#- Whether the regular expression matches somewhere in the text. -#}
+{% macro regexp_search(text_expr, pattern_expr) -%}
+  {{ return(adapter.dispatch('regexp_search')(text_expr, pattern_expr)) }}
+{%- endmacro %}
+
+{% macro duckdb__regexp_search(text_expr, pattern_expr) -%}
+regexp_matches({{ text_expr }}, {{ pattern_expr }})
+{%- endmacro %}
+
+{% macro postgres__regexp_search(text_expr, pattern_expr) -%}
+({{ text_expr }} ~ {{ pg_regex(pattern_expr) }})
+{%- endmacro %}
+
+{#- Aggregate: the first non-NULL expr in order_by order. -#}
+{% macro first_agg(expr, order_by) -%}
+  {{ return(adapter.dispatch('first_agg')(expr, order_by)) }}
+{%- endmacro %}
+
+{% macro duckdb__first_agg(expr, order_by) -%}
+any_value({{ expr }} order by {{ order_by }})
+{%- endmacro %}
+
+{% macro postgres__first_agg(expr, order_by) -%}
+(array_agg({{ expr }} order by {{ order_by }}) filter (where {{ expr }} is not null))[1]
+{%- endmacro %}
+
+{#- Aggregate: expr of the row with the smallest key. -#}
+{% macro arg_min_agg(expr, key) -%}
+  {{ return(adapter.dispatch('arg_min_agg')(expr, key)) }}
+{%- endmacro %}
+
+{% macro duckdb__arg_min_agg(expr, key) -%}
+arg_min({{ expr }}, {{ key }})
+{%- endmacro %}
+
+{% macro postgres__arg_min_agg(expr, key) -%}
+(array_agg({{ expr }} order by {{ key }}) filter (where {{ key }} is not null))[1]
+{%- endmacro %}
+
+{#- Aggregate: the values as a list in order_by order (distinct: without repeats). -#}
+{% macro list_agg(expr, order_by, distinct=false) -%}
+  {{ return(adapter.dispatch('list_agg')(expr, order_by, distinct)) }}
+{%- endmacro %}
+
+{% macro duckdb__list_agg(expr, order_by, distinct=false) -%}
+list({{ 'distinct ' if distinct }}{{ expr }} order by {{ order_by }})
+{%- endmacro %}
+
+{% macro postgres__list_agg(expr, order_by, distinct=false) -%}
+array_agg({{ 'distinct ' if distinct }}{{ expr }} order by {{ order_by }})
+{%- endmacro %}
+
+{#- Aggregate: the elements of a list column over all rows, sorted (distinct: without repeats). -#}
+{% macro flatten_agg(list_expr, distinct=false) -%}
+  {{ return(adapter.dispatch('flatten_agg')(list_expr, distinct)) }}
+{%- endmacro %}
+
+{% macro duckdb__flatten_agg(list_expr, distinct=false) -%}
+{%- if distinct -%}
+list_sort(list_distinct(flatten(list({{ list_expr }}))))
+{%- else -%}
+list_sort(flatten(list({{ list_expr }})))
+{%- endif -%}
+{%- endmacro %}
+
+{#- array_cat_agg is created by prepare_target (on-run-start). -#}
+{% macro postgres__flatten_agg(list_expr, distinct=false) -%}
+array(select {{ 'distinct ' if distinct }}e from unnest({{ target.schema }}.array_cat_agg({{ list_expr }})) as e order by e)
+{%- endmacro %}
+
+{#- round to n decimal places, as a double. -#}
+{% macro round_places(expr, n) -%}
+  {{ return(adapter.dispatch('round_places')(expr, n)) }}
+{%- endmacro %}
+
+{% macro duckdb__round_places(expr, n) -%}
+round({{ expr }}, {{ n }})
+{%- endmacro %}
+
+{% macro postgres__round_places(expr, n) -%}
+round(({{ expr }})::numeric, {{ n }})::double precision
+{%- endmacro %}
+
+{#- on-run-start: objects the models need that SQL alone cannot express inline. DuckDB: none.
+    PostgreSQL: the pgvector extension, the schema, array_cat_agg, fold_strength_gaps (the
+    decay/reinforce fold of macros/strength.sql as a plpgsql loop) and embed() (a lookup in the
+    embedding_cache the shim fills, recall_shim/_pg_build.py). -#}
+{% macro prepare_target() -%}
+  {{ return(adapter.dispatch('prepare_target')()) }}
+{%- endmacro %}
+
+{% macro duckdb__prepare_target() -%}
+select 1
+{%- endmacro %}
+
+{% macro postgres__prepare_target() -%}
+{%- set s = target.schema -%}
+create extension if not exists vector;
+create schema if not exists {{ s }};
+create or replace aggregate {{ s }}.array_cat_agg(anycompatiblearray) (
+    sfunc = array_cat, stype = anycompatiblearray, initcond = '{}'
+);
+create or replace function {{ s }}.fold_strength_gaps(
+    gaps double precision[], rate double precision, floor double precision, step double precision
+) returns double precision language plpgsql immutable as $fold$
+declare
+    s double precision := 1.0;
+    gap double precision;
+begin
+    foreach gap in array coalesce(gaps, '{}') loop
+        s := {{ reinforce_strength(decay_strength('s', 'gap', 'rate', 'floor'), 'step', 'floor') }};
+    end loop;
+    return s;
+end
+$fold$;
+create table if not exists {{ s }}.embedding_cache (
+    embedding_key text primary key,
+    embedding_model text not null,
+    embedding_form text not null,
+    embedding {{ embedding_type() }} not null,
+    embedded_at timestamp not null
+);
+create or replace function {{ s }}.embed(content text, model text, form text)
+returns {{ embedding_type() }} language sql stable as $embed$
+    select c.embedding from {{ s }}.embedding_cache as c
+    where c.embedding_key = md5(concat_ws('|', model, form, content))
+$embed$
+{%- endmacro %}
+
+{#- Literals for tests and seeds. values: the numbers as SQL text ('0.9, 0.1'). -#}
+{% macro vector_literal(values, dim) -%}
+  {{ return(adapter.dispatch('vector_literal')(values, dim)) }}
+{%- endmacro %}
+
+{% macro duckdb__vector_literal(values, dim) -%}
+[{{ values }}]::float[{{ dim }}]
+{%- endmacro %}
+
+{% macro postgres__vector_literal(values, dim) -%}
+'[{{ values }}]'::vector({{ dim }})
+{%- endmacro %}
+
+{#- A list of doubles; values: SQL text of the numbers, '' for an empty list. -#}
+{% macro double_list_literal(values) -%}
+  {{ return(adapter.dispatch('double_list_literal')(values)) }}
+{%- endmacro %}
+
+{% macro duckdb__double_list_literal(values) -%}
+{%- if values -%}[{{ values }}]{%- else -%}[]::double[]{%- endif -%}
+{%- endmacro %}
+
+{% macro postgres__double_list_literal(values) -%}
+array[{{ values }}]::double precision[]
+{%- endmacro %}
+
+{#- A list of string literals; values: SQL text ("'a', 'b'"). -#}
+{% macro text_list_literal(values) -%}
+  {{ return(adapter.dispatch('text_list_literal')(values)) }}
+{%- endmacro %}
+
+{% macro duckdb__text_list_literal(values) -%}
+[{{ values }}]::varchar[]
+{%- endmacro %}
+
+{% macro postgres__text_list_literal(values) -%}
+array[{{ values }}]::text[]
+{%- endmacro %}
+
+{#- post-hook of long_term_memory: PostgreSQL gets an HNSW index (cosine) on the embedding, for
+    approximate nearest-neighbour queries; DuckDB needs none. The recall statement itself ranks
+    one user's memories exactly (docs/scaling_out.md). -#}
+{% macro vector_index_hook() -%}
+  {{ return(adapter.dispatch('vector_index_hook')()) }}
+{%- endmacro %}
+
+{% macro duckdb__vector_index_hook() -%}
+select 1
+{%- endmacro %}
+
+{% macro postgres__vector_index_hook() -%}
+create index on {{ this }} using hnsw ((embedding::{{ embedding_type() }}) vector_cosine_ops);
+create index on {{ this }} (user_id)
+{%- endmacro %}
+
+{#- Materialization of the models that load incrementally on DuckDB (docs/serving.md,
+    "Incremental builds"). Their incremental branches use DuckDB list functions, so on PostgreSQL
+    they rebuild in full as tables (docs/scaling_out.md lists this as a limit). -#}
+{% macro incremental_materialization() -%}
+    {{ return('incremental' if target.type == 'duckdb' else 'table') }}
+{%- endmacro %}

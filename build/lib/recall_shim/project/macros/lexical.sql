@@ -1,0 +1,63 @@
+{#- Tokenisation shared by the term index and the recall query, so both sides agree.
+    text_expr: a VARCHAR expression. Returns VARCHAR[]: lower-cased letter/digit words for
+    non-Han text (stopwords of var lexical_stopwords removed, then plural/possessive endings
+    stripped: dogs -> dog, cities -> city, lena's -> lena) plus overlapping character bigrams
+    of every Han run (a lone Han character is kept as a unigram). -#}
+{% macro tokenize(text_expr) -%}
+  {{ return(adapter.dispatch('tokenize')(text_expr)) }}
+{%- endmacro %}
+
+{#- PostgreSQL: the same terms as a text[] (order aside). Han: U+2E80-2FDF, 3005, 3007, 3021-3029,
+    3038-303B, 3400-4DBF, 4E00-9FFF, F900-FAFF and planes 2-3; words are [[:alnum:]] runs, which
+    are Unicode-aware when the database's LC_CTYPE is a UTF-8 locale (recall_shim/targets/postgres/server.py uses C.UTF-8). -#}
+{% macro postgres__tokenize(text_expr) -%}
+{%- set han = '[\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]' -%}
+array(
+    select case
+            when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
+            when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
+            else w
+        end
+    from (
+        select (regexp_matches(lower(regexp_replace({{ text_expr }}, '{{ han }}', ' ', 'g')), '[[:alnum:]]+', 'g'))[1] as w
+    ) as words
+    where w <> all(array[{{ sql_string_list(string_list_var('lexical_stopwords')) }}])
+    union all
+    select substr(run, i, 2)
+    from (select (regexp_matches({{ text_expr }}, '{{ han }}+', 'g'))[1] as run) as runs,
+        generate_series(1, greatest(length(run) - 1, 1)) as i
+)
+{%- endmacro %}
+
+{% macro duckdb__tokenize(text_expr) -%}
+list_concat(
+    list_transform(
+        list_filter(
+            regexp_extract_all(lower(regexp_replace({{ text_expr }}, '\p{Han}', ' ', 'g')), '[\p{L}\p{N}]+'),
+            lambda w: not list_contains([{{ sql_string_list(string_list_var('lexical_stopwords')) }}]::varchar[], w)
+        ),
+        lambda w: case
+            when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
+            when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
+            else w
+        end
+    ),
+    flatten(list_transform(
+        regexp_extract_all({{ text_expr }}, '\p{Han}+'),
+        lambda run: case
+            when length(run) = 1 then [run]
+            else list_transform(range(1, length(run)), lambda i: substr(run, i, 2))
+        end
+    ))
+)
+{%- endmacro %}
+
+{#- BM25 term weight. tf: term frequency in the memory, doc_len: memory length in terms,
+    avg_doc_len / n_docs / df: the user's current memories. k1, b: vars lexical_k1, lexical_b. -#}
+{% macro bm25_term(tf, doc_len, avg_doc_len, n_docs, df) -%}
+{%- set k1 = number_var('lexical_k1') -%}
+{%- set b = number_var('lexical_b') -%}
+ln(1 + ({{ n_docs }} - {{ df }} + 0.5) / ({{ df }} + 0.5))
+    * ({{ tf }} * ({{ k1 }} + 1))
+    / ({{ tf }} + {{ k1 }} * (1 - {{ b }} + {{ b }} * {{ doc_len }} / nullif({{ avg_doc_len }}, 0)))
+{%- endmacro %}

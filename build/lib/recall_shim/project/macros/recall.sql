@@ -1,0 +1,281 @@
+{#- Hybrid recall. One statement answers several intents for one user.
+
+    memories   : relation/subquery with user_id, memory_id, kind, content, embedding, strength,
+                 source_message_ids, valid_to, is_question (more columns are ignored)
+    queries    : subquery with intent_id (int), embedding (FLOAT[dim]) and query_text (VARCHAR,
+                 may be NULL: a precomputed vector has no lexical leg)
+    user_id    : SQL expression of the user scope (required: there is no all-users recall)
+    top_k      : SQL expression, results per intent
+    min_sim    : SQL expression, threshold on RAW cosine similarity (docs/recall.md)
+    kinds      : SQL expression of a VARCHAR[] of kinds, or NULL for the default kinds (all kinds;
+                 without 'episode' when var recall_episodes_by_default is false)
+    dim        : embedding dimension (default var embedding_dim)
+    current_only : skip superseded memories (valid_to set); true by default
+    terms, term_stats : the lexical index relations (memory_term_index, memory_term_stats);
+                 required unless fusion is 'vector'
+    fusion     : 'weighted' | 'rrf' | 'vector' | 'lexical' (default var fusion_method)
+    agent_id, session_id : optional narrower scopes inside the user scope: SQL expressions of a
+                 VARCHAR or NULL (no filter); a memory matches when one of its source messages
+                 came from that agent / session (columns agent_ids, session_ids). None = no filter.
+
+    Legs: vector = cosine over the user's memories (NULL/NaN dropped, so NULL or zero vectors
+    never rank); lexical = BM25 over the term index with the same tokenize macro on the query.
+    relevance: weighted = w * min-max normalised cosine (per intent, over the user's scoped
+    memories) + (1-w) * BM25 / (BM25 + var lexical_saturation) (a weak partial match of a
+    common word adds little, a strong match of rare terms approaches 1); rrf = w/(k + vector_rank) + (1-w)/(k + lexical_rank) (no
+    lexical match adds 0); vector = cosine; lexical = BM25. w = var fusion_vector_weight. score = relevance * (1 - s + s * strength), s = var
+    strength_weight (1.0 gives the reference design's strength x similarity), times var
+    question_episode_weight for episodes that are questions (is_question). Memories below
+    min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
+{% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
+                    terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
+{%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
+{%- if fusion not in ('weighted', 'rrf', 'vector', 'lexical') -%}
+  {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
+{%- endif -%}
+{%- set lexical = fusion != 'vector' -%}
+{%- if lexical and (terms is none or term_stats is none) -%}
+  {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
+{%- endif -%}
+{%- set w = number_var('fusion_vector_weight') -%}
+{%- set k = number_var('fusion_rrf_k') -%}
+{%- set sw = number_var('strength_weight') -%}
+with recall_queries as (
+    {{ queries }}
+),
+
+scoped_memories as (
+    select *
+    from {{ memories }}
+    where user_id = {{ user_id }}
+      and (
+          ({{ kinds }} is null
+           {%- if not bool_var('recall_episodes_by_default') %} and kind != 'episode'{% endif %})
+          or {{ list_has(kinds, 'kind') }}
+      )
+      {%- if current_only %}
+      and valid_to is null
+      {%- endif %}
+      {%- if agent_id is not none %}
+      and ({{ agent_id }} is null or {{ list_has('agent_ids', agent_id) }})
+      {%- endif %}
+      {%- if session_id is not none %}
+      and ({{ session_id }} is null or {{ list_has('session_ids', session_id) }})
+      {%- endif %}
+),
+
+vector_leg as (
+    select
+        q.intent_id,
+        m.memory_id,
+        {{ cosine_similarity('m.embedding', 'q.embedding', dim) }} as similarity
+    from recall_queries as q
+    cross join scoped_memories as m
+),
+
+vector_ranked as (
+    select
+        *,
+        row_number() over (partition by intent_id order by similarity desc, memory_id) as vector_rank
+    from vector_leg
+    where similarity is not null
+      and not {{ is_nan('similarity') }}
+),
+
+{% if lexical -%}
+query_terms as (
+    select distinct
+        intent_id,
+        unnest({{ tokenize('query_text') }}) as term
+    from recall_queries
+),
+
+lexical_leg as (
+    select
+        qt.intent_id,
+        t.memory_id,
+        sum({{ bm25_term('t.tf', 't.doc_len', 's.avg_doc_len', 's.n_docs', 's.df') }}) as lexical_score
+    from query_terms as qt
+    inner join {{ term_stats }} as s
+        on s.user_id = {{ user_id }} and s.term = qt.term
+    inner join {{ terms }} as t
+        on t.user_id = {{ user_id }} and t.term = qt.term
+    where t.memory_id in (select memory_id from scoped_memories)
+    group by qt.intent_id, t.memory_id
+),
+
+lexical_ranked as (
+    select
+        *,
+        row_number() over (partition by intent_id order by lexical_score desc, memory_id) as lexical_rank
+    from lexical_leg
+),
+{%- endif %}
+
+fused as (
+    select
+        v.intent_id,
+        v.memory_id,
+        v.similarity,
+        {% if lexical -%}
+        coalesce(l.lexical_score, 0) as lexical_score,
+        {%- else -%}
+        0::{{ double_type() }} as lexical_score,
+        {%- endif %}
+        {% if fusion == 'weighted' -%}
+        {{ w }} * coalesce(
+                (v.similarity - min(v.similarity) over intent_window)
+                / nullif(max(v.similarity) over intent_window - min(v.similarity) over intent_window, 0),
+                1)
+            + (1 - {{ w }}) * coalesce(l.lexical_score / (l.lexical_score + {{ number_var('lexical_saturation') }}), 0)
+        {%- elif fusion == 'rrf' -%}
+        {{ w }} / ({{ k }} + v.vector_rank)
+            + coalesce((1 - {{ w }}) / ({{ k }} + l.lexical_rank), 0)
+        {%- elif fusion == 'lexical' -%}
+        coalesce(l.lexical_score, 0)
+        {%- else -%}
+        v.similarity
+        {%- endif %} as relevance
+    from vector_ranked as v
+    {% if lexical -%}
+    left join lexical_ranked as l using (intent_id, memory_id)
+    {%- endif %}
+    window intent_window as (partition by v.intent_id)
+),
+
+kept as (
+    select
+        f.*,
+        m.kind,
+        m.content,
+        m.strength,
+        m.source_message_ids,
+        f.relevance
+            * (1 - {{ sw }} + {{ sw }} * m.strength)
+            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end as score
+    from fused as f
+    inner join scoped_memories as m using (memory_id)
+    where f.similarity >= {{ min_sim }}
+),
+
+ranked as (
+    select
+        *,
+        row_number() over (partition by intent_id order by score desc, memory_id) as rank
+    from kept
+)
+
+select
+    intent_id,
+    rank,
+    memory_id,
+    kind,
+    content,
+    similarity,
+    strength,
+    score,
+    source_message_ids,
+    lexical_score
+from ranked
+where rank <= {{ top_k }}
+order by intent_id, rank
+{%- endmacro %}
+
+{#- The statement the shim runs per request, with bound parameters:
+    $1 user_id VARCHAR, $2 query vectors FLOAT[dim][] (one per intent), $3 top_k INTEGER,
+    $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[] (one per intent,
+    NULL entries for precomputed vectors), $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or
+    NULL. Relations carry no database name, so the same text runs against any published
+    snapshot file. -#}
+{% macro shim_recall_sql() -%}
+{{ recall_sql(
+    memories=ref('long_term_memory').include(database=False),
+    queries="select generate_subscripts($2::" ~ embedding_type() ~ "[], 1) as intent_id, unnest($2::" ~ embedding_type() ~ "[]) as embedding, unnest($6::varchar[]) as query_text",
+    user_id='$1::varchar',
+    top_k='$3::integer',
+    min_sim='$4::' ~ double_type(),
+    kinds='$5::varchar[]',
+    terms=ref('memory_term_index').include(database=False),
+    term_stats=ref('memory_term_stats').include(database=False),
+    agent_id='$7::varchar',
+    session_id='$8::varchar'
+) }}
+{%- endmacro %}
+
+{#- Every (intent, memory) cosine of one user's current memories, for threshold guidance (the
+    reference design advises picking min_sim from the similarity distribution).
+    memories, queries, user_id, dim: as in recall_sql. NULL/NaN similarities are dropped. -#}
+{% macro similarity_distribution_sql(memories, queries, user_id, dim=none) -%}
+with recall_queries as (
+    {{ queries }}
+),
+
+scored as (
+    select
+        q.intent_id,
+        m.memory_id,
+        m.kind,
+        {{ cosine_similarity('m.embedding', 'q.embedding', dim) }} as similarity
+    from recall_queries as q
+    cross join {{ memories }} as m
+    where m.user_id = {{ user_id }}
+      and m.valid_to is null
+)
+
+select intent_id, memory_id, kind, similarity
+from scored
+where similarity is not null and not {{ is_nan('similarity') }}
+order by intent_id, similarity desc
+{%- endmacro %}
+
+{#- The shim's threshold-guidance statement: $1 user_id, $2 query vectors FLOAT[dim][]. -#}
+{% macro shim_similarity_sql() -%}
+{{ similarity_distribution_sql(
+    memories=ref('long_term_memory').include(database=False),
+    queries="select generate_subscripts($2::" ~ embedding_type() ~ "[], 1) as intent_id, unnest($2::" ~ embedding_type() ~ "[]) as embedding",
+    user_id='$1::varchar'
+) }}
+{%- endmacro %}
+
+{#- The lexical leg of recall_sql on its own, for the serving index's hybrid fusion
+    (recall_shim/serving/hybrid.py): every term-index match of one user's memories with its BM25 score
+    per intent, computed exactly as recall_sql's lexical_leg (same tokenize, same distinct query
+    terms, same bm25_term, same per-user statistics). The kind filter and the vector leg are
+    applied by the caller; id64 is the index's row key (md5_number_upper(memory_id) >> 2).
+    terms, term_stats: as in recall_sql; queries: subquery of (intent_id, query_text);
+    user_id: SQL expression of the user scope. -#}
+{% macro lexical_scores_sql(terms, term_stats, queries, user_id) -%}
+with recall_queries as (
+    {{ queries }}
+),
+
+query_terms as (
+    select distinct
+        intent_id,
+        unnest({{ tokenize('query_text') }}) as term
+    from recall_queries
+)
+
+select
+    qt.intent_id,
+    t.memory_id,
+    (md5_number_upper(t.memory_id) >> 2)::bigint as id64,
+    sum({{ bm25_term('t.tf', 't.doc_len', 's.avg_doc_len', 's.n_docs', 's.df') }}) as lexical_score
+from query_terms as qt
+inner join {{ term_stats }} as s
+    on s.user_id = {{ user_id }} and s.term = qt.term
+inner join {{ terms }} as t
+    on t.user_id = {{ user_id }} and t.term = qt.term
+group by qt.intent_id, t.memory_id
+{%- endmacro %}
+
+{#- The shim's lexical-leg statement: $1 user_id VARCHAR, $2 query texts VARCHAR[] (one per
+    intent, NULL entries have no lexical leg). -#}
+{% macro shim_lexical_sql() -%}
+{{ lexical_scores_sql(
+    terms=ref('memory_term_index').include(database=False),
+    term_stats=ref('memory_term_stats').include(database=False),
+    queries="select generate_subscripts($2::varchar[], 1) as intent_id, unnest($2::varchar[]) as query_text",
+    user_id='$1::varchar'
+) }}
+{%- endmacro %}

@@ -1,0 +1,248 @@
+{#- One row per memory (memory_id). Candidates of one user and kind whose embeddings reach
+    var consolidation_min_sim are one memory: each candidate joins the earliest candidate it is
+    that close to, which gives the memory its id and content; provenance and mentions are the
+    union. Episodes are never merged (each message is its own episode). In a slot, the most
+    recently mentioned memory is current; the others get valid_to (supersession).
+    Memories forgotten by id (stg_forget_requests) never come back.
+
+    Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): only users
+    with candidates changed since the last run are read, and only their NEW candidates are
+    compared with the user's candidates of the same kind (O(new x user's candidates), not the
+    whole store's pairs). An existing candidate keeps its memory (candidate_ids); a new one joins
+    the memory of the earliest candidate it is close to (chain to the root, as in a full build).
+    When that could change an existing candidate's pick (a new candidate is close to a LATER
+    existing one, or a candidate's first mention moved earlier) the user is recomputed in full
+    (full_user) and the post-hook deletes that user's memories the recomputation no longer has.
+    Written rows: memories with a changed candidate, memories whose valid_to changed, and every
+    memory of a recomputed user; consolidated_at is the run that wrote the row. -#}
+{%- set run_ts = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" -%}
+{%- set hook_ts = "'" ~ "{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}" ~ "'::timestamp" -%}
+{{ config(
+    materialized=incremental_materialization(),
+    incremental_strategy='delete+insert',
+    unique_key='memory_id',
+    post_hook=["
+      delete from {{ this }}
+      where user_id in (select r.user_id from {{ this }} as r where r.consolidated_at = " ~ hook_ts ~ " and r.full_user)
+        and consolidated_at < " ~ hook_ts ~ "
+    "],
+) }}
+
+with recursive
+{% if is_incremental() %}
+last_run as (
+    select coalesce(max(consolidated_at), '-infinity'::timestamp) as consolidated_at from {{ this }}
+),
+
+changed as (
+    select c.candidate_id, c.user_id, c.reordered
+    from {{ ref('int_memory_candidates') }} as c
+    where c.loaded_at > (select lr.consolidated_at from last_run as lr)
+),
+
+prior as (
+    select
+        unnest(m.candidate_ids) as candidate_id,
+        m.memory_id
+    from {{ this }} as m
+    where m.user_id in (select ch.user_id from changed as ch)
+),
+{% endif %}
+
+-- embeddings are read only where a comparison needs them (episodes are never merged), and for
+-- the rows this run writes (final select): not for every candidate of a touched user
+candidates as materialized (
+    select
+        c.*,
+        e.embedding,
+        {% if is_incremental() -%}
+            p.memory_id as prior_memory_id,
+            p.candidate_id is null as is_new,
+            c.candidate_id in (select ch.candidate_id from changed as ch) as is_changed
+        {%- else -%}
+            null::varchar as prior_memory_id,
+            true as is_new,
+            true as is_changed
+        {%- endif %}
+    from {{ ref('int_memory_candidates') }} as c
+    left join {{ ref('int_memory_embeddings') }} as e
+        on
+            c.kind != 'episode'
+            and e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
+    {% if is_incremental() -%}
+        left join prior as p on p.candidate_id = c.candidate_id
+    {%- endif %}
+    where
+        -- a candidate without an embedding is not a memory yet (as before: embedded next build)
+        {{ embedding_key('c.content', 'c.embedding_form') }} in (
+            select k.embedding_key from {{ ref('int_memory_embeddings') }} as k
+        )
+        and {% if is_incremental() %}c.user_id in (select ch.user_id from changed as ch){% else %}true{% endif %}
+),
+
+-- new candidates against every candidate of their user and kind
+near_new as materialized (
+    {% if is_incremental() -%}
+        select
+            n.user_id,
+            n.candidate_id,
+            o.candidate_id as other_id,
+            o.created_at as other_created_at,
+            o.is_new as other_is_new,
+            (o.created_at, o.candidate_id) < (n.created_at, n.candidate_id) as other_is_earlier
+        from candidates as n
+        inner join candidates as o
+            on
+                n.user_id = o.user_id
+                and n.kind = o.kind
+                and n.kind != 'episode'
+                and n.candidate_id != o.candidate_id
+                and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
+        where n.is_new
+    {%- else -%}
+        -- a full build recomputes every user (near_pairs)
+        select
+            null::varchar as user_id,
+            null::varchar as candidate_id,
+            null::varchar as other_id,
+            null::timestamp as other_created_at,
+            true as other_is_new,
+            true as other_is_earlier
+        where false
+    {%- endif %}
+),
+
+-- users whose existing assignments could change: recomputed from all their candidates
+full_users as (
+    {% if is_incremental() -%}
+        select user_id from candidates where is_changed and not is_new and reordered
+        union
+        select user_id from near_new where not other_is_new and not other_is_earlier
+    {%- else -%}
+        select distinct user_id from candidates
+    {%- endif %}
+),
+
+near_pairs as (
+    -- full users: every candidate picks the earliest candidate it is close to
+    select
+        later.candidate_id,
+        earlier.candidate_id as canonical_id,
+        row_number() over (
+            partition by later.candidate_id order by earlier.created_at, earlier.candidate_id
+        ) as pick
+    from candidates as later
+    inner join candidates as earlier
+        on
+            later.user_id = earlier.user_id
+            and later.kind = earlier.kind
+            and later.kind != 'episode'
+            and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
+            and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ number_var('consolidation_min_sim') }}
+    where later.user_id in (select fu.user_id from full_users as fu)
+    union all
+    -- other users: only new candidates pick (existing ones keep their memory)
+    select
+        candidate_id,
+        other_id as canonical_id,
+        row_number() over (partition by candidate_id order by other_created_at, other_id) as pick
+    from near_new
+    where other_is_earlier and user_id not in (select fu.user_id from full_users as fu)
+),
+
+-- follow the picks to the root (a candidate that joined none, or an existing candidate of a
+-- user that is not recomputed, which keeps its memory): a chain c -> p -> q is one memory q,
+-- so a memory always contains the candidate that names it
+chain as (
+    select
+        candidate_id,
+        case
+            when is_new or user_id in (select fu.user_id from full_users as fu) then candidate_id
+            else prior_memory_id
+        end as memory_id
+    from candidates
+    where candidate_id not in (select np.candidate_id from near_pairs as np where np.pick = 1)
+    union all
+    select
+        p.candidate_id,
+        chain.memory_id
+    from near_pairs as p
+    inner join chain on p.canonical_id = chain.candidate_id
+    where p.pick = 1
+),
+
+assigned as (
+    select
+        c.*,
+        chain.memory_id
+    from candidates as c
+    inner join chain using (candidate_id)
+),
+
+merged as (
+    select
+        memory_id,
+        any_value(user_id) as user_id,
+        any_value(kind) as kind,
+        {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
+        any_value(content) filter (where candidate_id = memory_id) as content,
+        any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
+        min(created_at) as created_at,
+        max(last_mentioned_at) as last_mentioned_at,
+        {{ flatten_agg('source_message_ids', distinct=true) }} as source_message_ids,
+        {{ flatten_agg('mentioned_at') }} as mentioned_at,
+        count(*) as merged_candidates,
+        {{ list_agg('candidate_id', 'candidate_id') }} as candidate_ids,
+        bool_or(is_changed) as has_changed_candidate
+    from assigned
+    group by memory_id
+),
+
+superseded as (
+    select
+        *,
+        case
+            when slot is not null
+                then lead(last_mentioned_at) over (
+                        partition by user_id, slot order by last_mentioned_at, memory_id
+                    )
+        end as valid_to
+    from merged as mg
+    where not {{ is_forgotten_memory('mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
+),
+
+written as (
+    select s.*
+    from superseded as s
+    {% if is_incremental() -%}
+        left join {{ this }} as old on old.memory_id = s.memory_id
+        where
+            s.has_changed_candidate
+            or s.user_id in (select fu.user_id from full_users as fu)
+            or old.memory_id is null
+            or s.valid_to is distinct from old.valid_to
+    {%- endif %}
+)
+
+select
+    s.memory_id,
+    s.user_id,
+    s.kind,
+    s.slot,
+    s.content,
+    e.embedding,
+    s.embedding_form,
+    s.created_at,
+    s.last_mentioned_at,
+    {{ list_length('s.mentioned_at') }} as mention_count,
+    s.source_message_ids,
+    s.mentioned_at,
+    s.merged_candidates,
+    s.created_at as valid_from,
+    s.valid_to,
+    s.candidate_ids,
+    {{ run_ts }} as consolidated_at,
+    s.user_id in (select fu.user_id from full_users as fu) as full_user
+from written as s
+inner join {{ ref('int_memory_embeddings') }} as e
+    on e.embedding_key = {{ embedding_key('s.content', 's.embedding_form') }}

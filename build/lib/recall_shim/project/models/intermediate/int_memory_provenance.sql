@@ -1,0 +1,33 @@
+{#- One row per memory: the sessions and agents its source messages came from, for recall's
+    optional narrower scopes (agent_id, session_id). Incremental (delete+insert on memory_id):
+    only memories int_memories_consolidated wrote since the last run (consolidated_at). A source
+    message is (user_id, message_id): another user's message with the same id is not a source. -#}
+{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='memory_id') }}
+
+with sources as (
+    select
+        memory_id,
+        user_id,
+        consolidated_at,
+        unnest(source_message_ids) as message_id
+    from {{ ref('int_memories_consolidated') }}
+    {% if is_incremental() %}
+        where consolidated_at > (select coalesce(max(p.consolidated_at), '-infinity'::timestamp) from {{ this }} as p)
+    {% endif %}
+)
+
+select
+    s.memory_id,
+    coalesce(
+        {{ list_agg('m.session_id', 'm.session_id', distinct=true) }} filter (where m.session_id is not null),
+        {{ text_list_literal('') }}
+    ) as session_ids,
+    coalesce(
+        {{ list_agg('m.agent_id', 'm.agent_id', distinct=true) }} filter (where m.agent_id is not null),
+        {{ text_list_literal('') }}
+    ) as agent_ids,
+    max(s.consolidated_at) as consolidated_at
+from sources as s
+inner join {{ ref('session_messages') }} as m
+    on m.user_id = s.user_id and m.message_id = s.message_id
+group by s.memory_id

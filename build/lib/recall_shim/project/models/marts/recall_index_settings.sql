@@ -1,0 +1,12 @@
+{#- One row: the tunables of the serving index (recall_shim/serving/index.py, docs/serving.md). Publishing
+    copies it into every snapshot, so the index is built with the settings of its build. -#}
+-- depends_on: {{ ref('long_term_memory') }}  (the index is built over it; keeps the lineage whole)
+select
+    {{ number_var('recall_index_min_rows') }}::bigint as min_rows,
+    {{ number_var('recall_index_nprobe') }}::bigint as nprobe,
+    {{ number_var('recall_index_candidates') }}::bigint as candidates,
+    {{ number_var('recall_index_max_share') }}::{{ double_type() }} as max_share,
+    {{ number_var('recall_index_lists_per_sqrt') }}::{{ double_type() }} as lists_per_sqrt,
+    {{ number_var('recall_index_retrain_growth') }}::{{ double_type() }} as retrain_growth,
+    {{ number_var('recall_index_compact_share') }}::{{ double_type() }} as compact_share,
+    {{ number_var('recall_index_tail_share') }}::{{ double_type() }} as tail_share

@@ -1,0 +1,41 @@
+{#- One row per compiled statement the shim runs (query_name). The shim binds parameters at
+    request time (no dbt, no Jinja per request); publishing copies this table into every serving
+    snapshot, so a snapshot always carries the statements and settings it was built with. -#}
+{%- set statements = [
+    ('recall', shim_recall_sql(),
+     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL'),
+    ('similarity_distribution', shim_similarity_sql(),
+     '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][]'),
+    ('lexical', shim_lexical_sql(),
+     '$1 user_id VARCHAR, $2 query texts VARCHAR[]'),
+    ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
+     '$1 text VARCHAR'),
+] -%}
+
+{%- set stopwords_sql = 'array[' ~ sql_string_list(string_list_var('lexical_stopwords')) ~ ']' -%}
+
+{% for name, sql_text, parameters in statements %}
+    select
+        {{ sql_literal(name) }} as query_name,
+        {{ sql_literal(sql_text) }} as sql_text,
+        {{ sql_literal(parameters) }} as parameters,
+        {{ sql_literal(choice_var('fusion_method')) }} as fusion_method,
+        {{ number_var('strength_weight') }}::{{ double_type() }} as strength_weight,
+        {{ number_var('question_episode_weight') }}::{{ double_type() }} as question_episode_weight,
+        {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
+        {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
+        {{ number_var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
+        {{ 'true' if bool_var('recall_episodes_by_default') else 'false' }} as recall_episodes_by_default,
+        {{ number_var('lexical_k1') }}::{{ double_type() }} as lexical_k1,
+        {{ number_var('lexical_b') }}::{{ double_type() }} as lexical_b,
+        {{ stopwords_sql }}::varchar[] as lexical_stopwords,
+        {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
+        {{ number_var('embedding_dim') }} as embedding_dim,
+        {{ sql_literal(choice_var('embedding_query_form')) }} as embedding_query_form,
+        {{ number_var('recall_top_k') }} as default_top_k,
+        {{ number_var('recall_min_sim') }}::{{ double_type() }} as default_min_sim,
+        {{ number_var('recall_max_top_k') }} as max_top_k,
+        {{ number_var('recall_max_query_chars') }} as max_query_chars,
+        {{ as_of_timestamp() }} as built_at
+    {% if not loop.last %}union all{% endif %}
+{% endfor %}

@@ -1,0 +1,41 @@
+{#- One row per recall access event: a recall returned memory_id to user_id at accessed_at. -#}
+{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
+
+with landed as (
+    select *
+    from {{ landing_rows('access', {
+        'event_id': 'VARCHAR',
+        'memory_id': 'VARCHAR',
+        'user_id': 'VARCHAR',
+        'query_id': 'VARCHAR',
+        'accessed_at': 'VARCHAR',
+    }, this if is_incremental() else none) }}
+),
+
+renamed as (
+    select
+        event_id,
+        memory_id,
+        user_id,
+        query_id,
+        {{ try_cast_text('accessed_at', 'timestamptz') }} at time zone 'UTC' as accessed_at,
+        _landing_file as landing_file,
+        row_number() over (partition by event_id order by _landing_file) as landing_copy
+    from landed
+    where event_id is not null and memory_id is not null
+        and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
+        and not {{ is_forgotten_memory('landed.memory_id') }}
+)
+
+select
+    event_id,
+    memory_id,
+    user_id,
+    query_id,
+    accessed_at,
+    landing_file
+from renamed
+where landing_copy = 1
+{% if is_incremental() %}
+    and event_id not in (select event_id from {{ this }})
+{% endif %}

@@ -1,0 +1,1 @@
+"""What recall hands an agent: the system-prompt block built from recalled memories."""

@@ -1,0 +1,442 @@
+"""Indexed recall: a sidecar beside each published snapshot that answers the vector leg of recall
+in about a millisecond at a million memories, with the compiled statement's exact semantics.
+
+Layout: ``snap-X.duckdb`` gets ``snap-X.index/`` (written to a temporary folder, then renamed, so a
+reader sees a whole index or none). Rows are the snapshot's current memories sorted by
+(user_id, id64), so one user's memories are one contiguous block:
+
+    meta.json          format, dim, kinds, settings, per-user IVF files
+    users.npy          sorted user ids (bytes); user_start.npy (start, stop) row of each user
+    id64.npy           stable 62-bit id per memory (md5 of memory_id), sorted within a user
+    memory_id.npy      memory ids (bytes)       kind.npy   kind codes     strength.npy  float64
+    question.npy       episode is a question (bool), for var question_episode_weight
+    norm.npy           float64 L2 norms (0 = never ranks)
+    fp.npy             fingerprint per row (content, sources, model): the next build reuses rows
+                       whose (id64, fp) it finds here (recall_shim/serving/index_reuse.py)
+    vrow.npy           the row's heavy row in the generation's append-only heavy files
+    vectors.f32, payload.bin, payload_end.i64
+                       heavy rows (raw float32 vector; JSON [content, source_message_ids] and
+                       its end offset), shared by hard link between the folders of one
+                       generation; meta.json ``heavy`` is the prefix this folder may read
+                       (recall_shim/serving/index_heavy.py)
+    ivf-<n>.faiss      faiss IVF-Flat over the normalised vectors of one user with many memories;
+    ivf-<n>.held.npy   the (id64, fp) it holds; ivf-<n>.tail.npy the user's rows it does not hold
+                       as is, scanned exactly per request (recall_shim/serving/index_ivf.py)
+
+Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
+(numpy over that block: well under a millisecond). A bigger user's IVF yields candidates by
+cosine; they are re-ranked exactly (score = cosine x factor in float64, factor = (1 - w + w x
+strength) x question weight as in the compiled statement's vector fusion; threshold on raw cosine,
+kind filter, ties by memory_id) and the candidate set is widened (more probes, more candidates)
+until no memory outside it could still enter the top k: every score is at most f_max x cosine,
+so once the worst retrieved cosine bounds every possible outsider below the k-th score, the
+answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed). Past
+``max_share`` of the block it falls back to the exact scan.
+
+Incremental (O(new) except the small light arrays): the builder links the previous folder's heavy
+files and appends only new and changed rows; a big user's IVF file is linked as is and its new or
+changed rows form a tail, until tail + dropped pass ``tail_share`` of the IVF (then it is updated,
+or retrained once the user grew ``retrain_growth`` times). A fresh heavy generation (compaction) is
+written on the first build, past ``compact_share`` dead heavy rows, or when the dimension changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+
+from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
+from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, valid_hits
+from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
+from recall_shim.serving.snapshot import connect_snapshot
+
+FORMAT = 2  # 2: append-only heavy files (vrow), IVF tails
+TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
+SCAN_CHUNK = 65_536  # rows per exact-scan step
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Tunables (dbt vars ``recall_index_*``, published in the snapshot's recall_index_settings)."""
+
+    min_rows: int = 20_000        # users with more memories than this get an IVF index
+    nprobe: int = 12              # IVF lists probed on the first try
+    candidates: int = 128         # candidates fetched on the first try (at least 8 x top_k)
+    max_share: float = 0.25       # widen up to this share of a user's memories, then scan exactly
+    lists_per_sqrt: float = 4.0   # nlist = lists_per_sqrt x sqrt(user rows)
+    retrain_growth: float = 2.0   # retrain a user's IVF once it grew this many times
+    compact_share: float = 0.5    # a fresh heavy generation once dead heavy rows pass this share
+    tail_share: float = 0.05      # update a user's IVF once its tail + dropped pass this share of it
+
+    @classmethod
+    def from_snapshot(cls, con: duckdb.DuckDBPyConnection) -> "IndexSettings":
+        names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+        if "recall_index_settings" not in names:
+            return cls()
+        row = con.sql("select * from recall_index_settings").to_arrow_table().to_pylist()
+        values = row[0] if row else {}
+        kw = {f.name: type(getattr(cls(), f.name))(values[f.name]) for f in fields(cls) if values.get(f.name) is not None}
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: int
+    memory_id: str
+    kind: str | None
+    similarity: float
+    strength: float
+    score: float
+    lexical_score: float = 0.0  # BM25 of the query text (hybrid fusions); 0 for the vector fusion
+
+
+def row_dots(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """float64 dot product of every row of ``x`` with ``q``, the same bits for equal rows wherever
+    they sit (a BLAS matrix-vector product rounds rows differently by their position in the
+    block, which would break exact score ties between duplicate memories)."""
+    return np.einsum("ij,j->i", np.asarray(x, dtype=np.float64), q)
+
+
+def index_dir(snapshot: Path) -> Path:
+    return snapshot.with_suffix(".index")
+
+
+def _faiss() -> Any:
+    import faiss
+
+    return faiss
+
+
+# --- building -------------------------------------------------------------------------------
+
+CURRENT = "from long_term_memory where valid_to is null and user_id is not null"
+
+
+def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
+    """Write ``snap-X.index/`` for ``snapshot``, appending to ``previous``'s heavy files (an older
+    index folder) and reusing its big users' IVFs where it can. Returns what it did (for logs and
+    benchmarks)."""
+    faiss = _faiss()
+    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    started = time.monotonic()
+    final = index_dir(snapshot)
+    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    con = connect_snapshot(snapshot)
+    try:
+        settings = IndexSettings.from_snapshot(con)
+        dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])
+        if not con.execute(f"select count(*) {CURRENT}").fetchall()[0][0]:
+            shutil.rmtree(tmp)
+            return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
+        prev_meta = _load_meta(previous) if previous is not None else None
+        reusable = (prev_meta is not None and previous is not None and prev_meta.get("dim") == dim
+                    and prev_meta.get("format") == FORMAT)
+        data = None
+        if reusable:
+            assert previous is not None and prev_meta is not None
+            data = read_snapshot_reusing(con, tmp, dim, CURRENT, previous, prev_meta, settings.compact_share)
+        if data is None:  # first build, compaction, other dimension: a fresh heavy generation
+            data = read_snapshot_full(con, tmp, dim, CURRENT)
+    finally:
+        con.close()
+    read_s = time.monotonic() - started
+    order = sorted(range(len(data["users"])), key=lambda i: data["users"][i].encode())  # for searchsorted
+    users = [data["users"][i] for i in order]
+    user_start, user_stop = data["starts"][order], data["stops"][order]
+    np.save(tmp / "users.npy", np.array([u.encode() for u in users], dtype=bytes))
+    np.save(tmp / "user_start.npy", np.stack([user_start, user_stop], axis=1))
+    np.save(tmp / "id64.npy", data["id64"].astype(np.int64))
+    np.save(tmp / "memory_id.npy", data["memory_id"])
+    np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
+    np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
+    np.save(tmp / "question.npy", data["question"].astype(bool))
+    np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))
+    np.save(tmp / "norm.npy", data["norm"])
+    np.save(tmp / "vrow.npy", data["vrow"])
+    light_s = time.monotonic() - started - read_s
+
+    prefix: HeavyPrefix = data["heavy"]
+    heavy = HeavyReader(tmp, dim, prefix)
+    norm, vrow = data["norm"], data["vrow"]
+
+    def unit_rows(rows: np.ndarray) -> np.ndarray:
+        x = np.concatenate([heavy.rows(vrow[rows[a : a + 65_536]], mapped=False)
+                            for a in range(0, len(rows), 65_536)]) if len(rows) else np.zeros((0, dim), np.float32)
+        return x / norm[rows, None].astype(np.float32)
+
+    big: dict[str, dict[str, Any]] = {}
+    stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0,
+             "reused_rows": int(data["reused"]), "appended_rows": int(data["fresh"]),
+             "compacted": bool(data["compacted"]), "heavy_rows": prefix.rows, "linked_ivf": 0, "tail_rows": 0}
+    try:
+        for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
+            if hi - lo <= settings.min_rows:
+                continue
+            old = prev_meta["ivf"].get(str(user)) if reusable and prev_meta is not None else None
+            big[str(user)] = build_user_ivf(tmp, len(big), lo, hi, data, unit_rows, settings, dim,
+                                            previous if reusable else None, old, stats)
+            stats["indexed_users"] += 1
+    finally:
+        heavy.close()
+    meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"],
+            "settings": asdict(settings), "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    _fsync_tree(tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(tmp, final)
+    stats["seconds"] = round(time.monotonic() - started, 3)
+    stats["read_snapshot_seconds"] = round(read_s, 3)  # light columns + new rows (all rows when compacting)
+    stats["light_arrays_seconds"] = round(light_s, 3)  # O(store) but small: the per-row arrays
+    return stats
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in folder.iterdir():
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _load_meta(folder: Path | None) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / "meta.json").read_text()) if folder is not None else None
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+# --- searching ------------------------------------------------------------------------------
+
+class SnapshotIndex:
+    """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
+
+    def __init__(self, folder: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> None:
+        meta = _load_meta(folder)
+        if meta is None or meta.get("format") != FORMAT:
+            raise FileNotFoundError(f"no usable index in {folder}")
+        self.folder = folder
+        self.meta = meta
+        self.dim: int = meta["dim"]
+        self.settings = IndexSettings(**meta["settings"])
+        self.kinds: list[str | None] = [*meta["kinds"], None]  # the last code is a NULL kind
+        load = lambda name: np.load(folder / f"{name}.npy", mmap_mode="r")  # noqa: E731
+        self.users = np.load(folder / "users.npy")
+        self.user_start = np.load(folder / "user_start.npy")
+        self.id64, self.memory_id, self.kind = load("id64"), load("memory_id"), np.load(folder / "kind.npy")
+        self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
+        self.vrow = np.load(folder / "vrow.npy")
+        question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
+        # the score multiplier of the compiled statement's vector fusion (macros/recall.sql)
+        self.factor = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
+        # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
+        # (page cache, not this process's RSS); small users' blocks through the memory map.
+        self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))
+        self._ivf: dict[str, Any] = {}
+        self._tail: dict[str, np.ndarray] = {}
+        self._tail_vec: dict[str, np.ndarray] = {}  # the tail's raw vectors in RAM (at most tail_share of the IVF's)
+        self._strength_range: dict[str, tuple[float, float]] = {}
+        for user, entry in self.meta["ivf"].items():  # load now, not on a request
+            self._ivf_of(user)
+            self._tail[user] = np.load(folder / entry["tail"]) if entry.get("tail") else EMPTY_ROWS
+            self._tail_vec[user] = np.array(self.vectors_of(self._tail[user], False))
+            lo, hi = self.block(user)
+            self._strength_range[user] = (float(np.nanmax(self.factor[lo:hi])), float(np.nanmin(self.factor[lo:hi])))
+
+    def close(self) -> None:
+        self.heavy.close()
+        self._ivf.clear()
+
+    def __del__(self) -> None:
+        if getattr(self, "heavy", None) is not None:
+            self.close()
+
+    def vectors_of(self, rows: np.ndarray, mapped: bool) -> np.ndarray:
+        """float32 vectors of snapshot rows ``rows`` (through vrow; contiguous runs are one read)."""
+        return self.heavy.rows(self.vrow[rows], mapped)
+
+    def range_vectors(self, lo: int, hi: int, mapped: bool) -> np.ndarray:
+        return self.heavy.rows(self.vrow[lo:hi], mapped)
+
+    def tail_of(self, user_id: str) -> np.ndarray:
+        """The user's rows its IVF does not hold as is (scanned exactly per request)."""
+        return self._tail.get(user_id, EMPTY_ROWS)
+
+    def tail_cos32(self, user_id: str, qn: np.ndarray) -> np.ndarray:
+        """float32-accurate cosines of every tail row (for screening; NaN/inf for zero vectors)."""
+        tail = self.tail_of(user_id)
+        if not len(tail):
+            return np.zeros(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # einsum: one thread (a BLAS matrix-vector product spins threads that cost more here)
+            return np.einsum("ij,j->i", self._tail_vec[user_id], qn.astype(np.float32)).astype(np.float64) / self.norm[tail]
+
+    def tail_exact(self, user_id: str, idx: np.ndarray, qn: np.ndarray) -> np.ndarray:
+        """float64 cosines of the tail rows at positions ``idx`` (the same bits as ``_cosines``)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return row_dots(self._tail_vec[user_id][idx], qn) / self.norm[self.tail_of(user_id)[idx]]
+
+    def _tail_candidates(self, user_id: str, qn: np.ndarray, top_k: int, min_sim: float,
+                         allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The tail rows that can reach the top k (float32 screening with a margin, as ``_scan``)
+        and their float64 cosines; the others score below k tail rows or the threshold."""
+        tail = self.tail_of(user_id)
+        if not len(tail):
+            return EMPTY_ROWS, np.zeros(0)
+        c32 = self.tail_cos32(user_id, qn)
+        ok = (self.norm[tail] > 0) & np.isfinite(c32) & (c32 >= min_sim - TIE_MARGIN)
+        if allowed is not None:
+            ok &= allowed[self.kind[tail]]
+        idx = np.flatnonzero(ok)
+        if len(idx) > top_k:
+            score = self.factor[tail[idx]] * c32[idx]
+            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+            idx = idx[score >= kth - TIE_MARGIN]
+        return tail[idx], self.tail_exact(user_id, idx, qn)
+
+    @classmethod
+    def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> "SnapshotIndex | None":
+        folder = index_dir(snapshot)
+        if not (folder / "meta.json").exists():
+            return None
+        try:
+            return cls(folder, strength_weight, question_weight)
+        except (FileNotFoundError, ValueError, KeyError, OSError):
+            return None
+
+    def block(self, user_id: str) -> tuple[int, int]:
+        key = user_id.encode()
+        i = int(np.searchsorted(self.users, key))
+        if i >= len(self.users) or self.users[i] != key:
+            return 0, 0
+        return int(self.user_start[i][0]), int(self.user_start[i][1])
+
+    def payload_of(self, row: int) -> tuple[str, list[str]]:
+        content, sources = json.loads(self.heavy.payload_bytes(int(self.vrow[row])).decode("utf-8"))
+        return content, sources
+
+    def _ivf_of(self, user_id: str) -> Any:
+        if user_id not in self._ivf:
+            faiss = _faiss()
+            # in RAM: a memory-mapped IVF pays page faults on every list it touches first
+            self._ivf[user_id] = faiss.read_index(str(self.folder / self.meta["ivf"][user_id]["file"]))
+        return self._ivf[user_id]
+
+    def search(self, user_id: str, vectors: np.ndarray, top_k: int, min_sim: float,
+               kinds: Sequence[str] | None) -> list[list[Hit]]:
+        """Top ``top_k`` memories of ``user_id`` per query vector, ranked like the compiled
+        statement's vector fusion: cosine x factor desc, then memory_id; cosine >= ``min_sim``;
+        kind filter."""
+        lo, hi = self.block(user_id)
+        q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, self.dim)
+        if hi == lo:
+            return [[] for _ in q64]
+        allowed = None
+        if kinds is not None:
+            codes = [self.kinds.index(k) for k in set(kinds) if k in self.kinds]
+            allowed = np.zeros(len(self.kinds), dtype=bool)
+            allowed[codes] = True
+            if not allowed.any():
+                return [[] for _ in q64]
+        big = user_id in self.meta["ivf"]
+        out = []
+        for q in q64:
+            qn = q / np.linalg.norm(q)
+            if big:
+                out.append(self._search_ivf(user_id, lo, hi, qn, top_k, min_sim, allowed))
+            else:
+                out.append(self._scan(lo, hi, qn, top_k, min_sim, allowed))
+        return out
+
+    def _cosines(self, rows: np.ndarray, qn: np.ndarray, mapped: bool) -> np.ndarray:
+        """float64 cosines of ``rows`` from the stored vectors (memory map or pread)."""
+        x = self.vectors_of(rows, mapped)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return row_dots(x, qn) / self.norm[rows]
+
+    def _final(self, rows: np.ndarray, cos: np.ndarray, top_k: int, min_sim: float,
+               allowed: np.ndarray | None) -> list[Hit]:
+        """Rank ``rows`` (unique) with their float64 cosines like the compiled statement."""
+        norm = self.norm[rows]
+        ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim) & np.isfinite(self.factor[rows])
+        if allowed is not None:
+            ok &= allowed[self.kind[rows]]
+        r, c = rows[ok], cos[ok]
+        score = self.factor[r] * c
+        ids = self.memory_id[r]
+        order = np.lexsort((ids, -score))[:top_k]
+        return [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
+                    float(score[i])) for i in order]
+
+    def _scan(self, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+              allowed: np.ndarray | None) -> list[Hit]:
+        """Exact: float32 screening of the whole block in chunks, keeping each chunk's top k
+        (with a margin for float32 error), then the float64 re-rank of what was kept."""
+        q32 = qn.astype(np.float32)
+        mapped = hi - lo <= self.settings.min_rows
+        keep = [np.zeros(0, dtype=np.int64)]
+        for a in range(lo, hi, SCAN_CHUNK):
+            b = min(hi, a + SCAN_CHUNK)
+            block = self.range_vectors(a, b, mapped)
+            norm = self.norm[a:b]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cos = (block @ q32).astype(np.float64) / norm
+            ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim - TIE_MARGIN)
+            if allowed is not None:
+                ok &= allowed[self.kind[a:b]]
+            rows = np.flatnonzero(ok)
+            if len(rows) > top_k:
+                score = self.factor[a + rows] * cos[rows]
+                kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+                rows = rows[score >= kth - TIE_MARGIN]
+            keep.append(rows + a)
+        rows = np.concatenate(keep)
+        return self._final(rows, self._cosines(rows, qn, mapped), top_k, min_sim, allowed)
+
+    def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+                    allowed: np.ndarray | None) -> list[Hit]:
+        faiss = _faiss()
+        faiss.omp_set_num_threads(1)  # one query at a time: threads cost more than they give
+        ivf = self._ivf_of(user_id)
+        s = self.settings
+        s_max, s_min = self._strength_range[user_id]
+        k_cand, nprobe = max(s.candidates, 8 * top_k), s.nprobe
+        block_ids = self.id64[lo:hi]
+        q32 = qn.astype(np.float32).reshape(1, -1)
+        # the tail (rows the IVF does not hold as is) is scanned exactly: its possible top k are
+        # candidates; IVF hits in the tail (changed memories) or gone are dropped
+        tail = self.tail_of(user_id)
+        tail_rows, tail_cos = self._tail_candidates(user_id, qn, top_k, min_sim, allowed)
+        while True:
+            params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
+            _, found = ivf.search(q32, k_cand, params=params)
+            ids = found[0][found[0] >= 0]
+            # the IVF holds the unit vectors in RAM: re-rank from them, no disk read per request
+            cos = row_dots(ivf.reconstruct_batch(ids), qn)
+            rows, valid = valid_hits(block_ids, lo, ids, tail)  # gone or changed memories drop out
+            hits = self._final(np.concatenate([rows[valid], tail_rows]), np.concatenate([cos[valid], tail_cos]),
+                               top_k, min_sim, allowed)
+            if len(ids) == k_cand:
+                worst = float(np.nanmin(cos)) if len(cos) else -1.0  # bounds every IVF row not retrieved
+                if worst < min_sim - TIE_MARGIN:
+                    return hits  # every outsider is below the threshold
+                if len(hits) == top_k:
+                    kth = hits[-1].score
+                    bound = s_max * worst if worst >= 0 else s_min * worst
+                    if bound < kth - TIE_MARGIN:
+                        return hits  # no outsider can reach the k-th score
+            elif nprobe >= ivf.nlist:
+                return hits  # every list was probed: the candidate set is the whole block
+            if k_cand * 2 > s.max_share * (hi - lo) or nprobe * 2 > ivf.nlist * s.max_share:
+                return self._scan(lo, hi, qn, top_k, min_sim, allowed)
+            k_cand, nprobe = k_cand * 2, nprobe * 2

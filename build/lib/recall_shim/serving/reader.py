@@ -1,0 +1,401 @@
+"""Read side: open the newest published serving snapshot read-only and run its compiled recall
+statement with bound parameters. No dbt, no Jinja, no lock the builder needs."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+
+from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
+from recall_shim.forget.journal import pending_forget, prune_temp_files
+from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
+from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
+from recall_shim.serving.terms import build_term_postings
+from recall_shim.common.paths import StorePaths
+from recall_shim.serving.snapshot import connect_snapshot, snapshot_layers
+
+# The index reproduces the compiled statement for the vector-only fusion (recall_shim/serving/index.py)
+# and, with the term postings beside it, for the hybrid fusions (recall_shim/serving/hybrid.py,
+# recall_shim/serving/terms.py; docs/serving.md). What neither can answer runs as compiled.
+INDEXED_FUSION = "vector"
+# how often a reader lists the published snapshots again when all it listed went meanwhile
+REFRESH_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    """One recalled memory. ``similarity`` is raw cosine, ``lexical_score`` BM25 (0 when no term
+    matched), ``score`` the fused relevance weighted by strength (docs/recall.md)."""
+
+    memory_id: str
+    kind: str
+    content: str
+    similarity: float
+    strength: float
+    score: float
+    source_message_ids: list[str]
+    rank: int
+    intent: int = 0
+    lexical_score: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "kind": self.kind,
+            "content": self.content,
+            "similarity": round(self.similarity, 6),
+            "strength": round(self.strength, 6),
+            "score": round(self.score, 6),
+            "lexical_score": round(self.lexical_score, 6),
+            "source_message_ids": list(self.source_message_ids),
+            "rank": self.rank,
+        }
+
+
+@dataclass
+class RecallSettings:
+    sql_text: str
+    similarity_sql: str
+    fusion_method: str
+    strength_weight: float
+    question_episode_weight: float
+    embedding_model: str
+    embedding_dim: int
+    embedding_query_form: str
+    default_top_k: int
+    default_min_sim: float
+    max_top_k: int
+    max_query_chars: int
+
+
+def ready_snapshots(paths: StorePaths) -> list[Path]:
+    """Published snapshots (their .ready marker exists), oldest first."""
+    if not paths.serving.is_dir():
+        return []
+    names = sorted(n for n in os.listdir(paths.serving) if n.startswith("snap-") and n.endswith(".ready"))
+    out = []
+    for n in names:
+        db = paths.serving / (n[: -len(".ready")] + ".duckdb")
+        if db.exists():
+            out.append(db)
+    return out
+
+
+def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
+    """Delete all but the newest ``keep`` published snapshots, except files a kept snapshot reads
+    as a layer (kept with their .ready marker), and stray unpublished files older than the newest
+    published one. Index folders go with their snapshot, and those of snapshots kept only as a
+    layer too, except the newest index (the next build's index update reads it as "previous").
+    Open readers keep reading an unlinked file until they close."""
+    ready = ready_snapshots(paths)
+    kept = ready[max(0, len(ready) - keep):]
+    needed = {db.name for db in kept}
+    for db in kept:
+        try:
+            needed.update(snapshot_layers(db))
+        except duckdb.Error:
+            pass  # unreadable: nothing more to keep for it
+    removed = 0
+    for db in ready:
+        if db.name in needed:
+            continue
+        for p in (db.with_suffix(".ready"), db, db.with_suffix(".duckdb.wal")):
+            try:
+                p.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+    if ready:
+        newest = ready[-1].name
+        for n in os.listdir(paths.serving):
+            if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
+                (paths.serving / n).unlink(missing_ok=True)
+                removed += 1
+    # index folders of snapshots that are gone or kept only as a layer (except the newest index),
+    # and temporary ones a killed builder left behind (builds hold the build lock, so no index is
+    # being written while this runs)
+    served = {db.name for db in kept}
+    indexes = sorted(n for n in os.listdir(paths.serving)
+                     if n.startswith("snap-") and n.endswith(".index") and (paths.serving / n / "meta.json").exists())
+    newest_index = indexes[-1] if indexes else None
+    for n in os.listdir(paths.serving):
+        p = paths.serving / n
+        if n.startswith("snap-") and ".index" in n and p.is_dir():
+            snap = paths.serving / (n.split(".index", 1)[0] + ".duckdb")
+            if not n.endswith(".index") or not snap.exists() or (snap.name not in served and n != newest_index):
+                shutil.rmtree(p, ignore_errors=True)
+                removed += 1
+    # temporary and WAL files of dead writers (callers hold the build lock)
+    return removed + prune_temp_files(paths)
+
+
+def update_index(paths: StorePaths, snapshot: Path) -> tuple[dict[str, Any] | None, str]:
+    """Build ``snapshot``'s serving index from the newest older index (incrementally where it
+    can). A failure is reported, not raised: the snapshot is then served by its compiled statement."""
+    older = [s for s in ready_snapshots(paths) if s.name < snapshot.name and (index_dir(s) / "meta.json").exists()]
+    try:
+        previous = index_dir(older[-1]) if older else None
+        stats = build_index(snapshot, previous)
+        # the hybrid fusion's lexical leg: the unchanged memories' postings from the previous folder
+        stats["term_postings"] = build_term_postings(snapshot, previous)
+    except Exception as exc:  # noqa: BLE001 - serving falls back to the compiled statement
+        return None, f"\nserving index not built for {snapshot.name}: {exc!r}\n"
+    return stats, f"\nserving index for {snapshot.name}: {stats}\n"
+
+
+@dataclass
+class SnapshotReader:
+    """Holds one open snapshot; reopens when a newer one is published."""
+
+    paths: StorePaths
+    _path: Path | None = None
+    _con: duckdb.DuckDBPyConnection | None = None
+    _settings: RecallSettings | None = None
+    _known_users: set[str] = field(default_factory=set)
+    _index: SnapshotIndex | None = None
+    _index_tried: bool = False  # an index folder was there for this snapshot (used or not)
+    _hybrid: HybridSearcher | None = None  # the hybrid fusions from the index (None: compiled)
+    _recall_row: dict[str, Any] = field(default_factory=dict)  # the snapshot's recall_queries rows
+
+    def refresh(self) -> None:
+        ready = ready_snapshots(self.paths)
+        if not ready:
+            raise StoreNotBuilt(
+                f"no published snapshot for {self.paths.db}: run `agent-memory build --db {self.paths.db}` first"
+            )
+        newest = ready[-1]
+        if newest == self._path and self._con is not None:
+            if not self._index_tried and (index_dir(newest) / "meta.json").exists():
+                self._index = self._open_index(newest)  # published after the snapshot
+            return
+        con = None
+        for _ in range(REFRESH_ATTEMPTS):
+            for candidate in reversed(ready):  # newest complete snapshot (all its layer files exist)
+                if candidate == self._path and self._con is not None:
+                    return
+                try:
+                    con = connect_snapshot(candidate)
+                except (SnapshotIncomplete, FileNotFoundError, duckdb.IOException):
+                    continue  # a layer (or the file) pruned or forgotten meanwhile: an older one serves
+                newest = candidate
+                break
+            if con is not None:
+                break
+            # every listed snapshot went while we looked (a forget or prune published a newer one)
+            again = ready_snapshots(self.paths)
+            if again == ready:
+                break
+            ready = again
+        if con is None:
+            raise StoreNotBuilt(f"no complete published snapshot for {self.paths.db}: run `agent-memory build` again")
+        rows = {r[0]: r[1:] for r in con.execute(
+            "select query_name, sql_text, fusion_method, strength_weight, question_episode_weight, embedding_model,"
+            " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k, max_query_chars"
+            " from recall_queries"
+        ).fetchall()}
+        if "recall" not in rows or "similarity_distribution" not in rows:
+            con.close()
+            raise StoreNotBuilt(f"snapshot {newest} lacks the compiled recall statements: rebuild the store")
+        table = con.sql("select * from recall_queries").to_arrow_table().to_pylist()
+        self.close()
+        self._recall_row = {r["query_name"]: r for r in table}
+        self._con, self._path = con, newest
+        recall = rows["recall"]
+        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
+        self._index = self._open_index(newest)
+
+    def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
+        assert self._settings is not None
+        self._index_tried = (index_dir(snapshot) / "meta.json").exists()
+        s = self._settings
+        self._hybrid = None
+        hybrid = fusion_of(self._recall_row) if s.fusion_method in HYBRID_FUSIONS else None
+        if s.fusion_method != INDEXED_FUSION and hybrid is None:
+            return None  # a snapshot from before the hybrid was indexed: run as compiled
+        if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
+            self._index_tried = False  # the term postings come after the index: look again next time
+            return None
+        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight)
+        if index is not None and index.dim != self._settings.embedding_dim:
+            return None
+        if index is not None and hybrid is not None:
+            try:
+                self._hybrid = HybridSearcher(index, *hybrid)
+            except (FileNotFoundError, ValueError, OSError):
+                index.close()
+                return None
+        return index
+
+    @property
+    def indexed(self) -> bool:
+        """Whether recall is served by the snapshot's index (else by the compiled statement)."""
+        return self._index is not None
+
+    @property
+    def settings(self) -> RecallSettings:
+        self.refresh()
+        assert self._settings is not None
+        return self._settings
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        return self._path
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+        self._con = None
+        self._path = None
+        if self._index is not None:
+            self._index.close()
+        self._index = None
+        self._hybrid = None
+        self._index_tried = False
+
+    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
+        dim = self.settings.embedding_dim
+        try:
+            arr = np.asarray(vec, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise InvalidQuery(f"query vector is not a list of numbers: {exc}") from None
+        if arr.shape[0] != dim:
+            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
+        if not np.all(np.isfinite(arr)):
+            raise InvalidQuery("query vector contains NaN or infinity")
+        with np.errstate(over="ignore", under="ignore"):
+            arr32 = arr.astype(np.float32)
+        if not np.all(np.isfinite(arr32)):
+            raise InvalidQuery("query vector has values beyond the FLOAT (float32) range")
+        if not np.any(arr32):
+            raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
+        return [float(x) for x in arr]
+
+    def similarities(self, user_id: str, vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+        """Every cosine of the user's current memories against each vector (threshold guidance)."""
+        self.refresh()
+        assert self._con is not None and self._settings is not None
+        users, _ = pending_forget(self.paths)
+        if user_id in users:
+            return [[] for _ in vectors]
+        rows = self._con.execute(self._settings.similarity_sql, [user_id, [list(v) for v in vectors]]).fetchall()
+        out: list[list[float]] = [[] for _ in vectors]
+        for intent_id, _memory_id, _kind, sim in rows:
+            out[intent_id - 1].append(float(sim))
+        return out
+
+    def run(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[list[RecalledMemory]]:
+        """Run the compiled statement for several intents at once; one result list per intent.
+        ``texts`` are the query texts for the lexical leg (None for precomputed vectors);
+        ``agent_id`` / ``session_id`` narrow the user scope (None: no narrowing). Nothing of a
+        forget in progress is returned (recall_shim/forget/journal.py)."""
+        users, memories = pending_forget(self.paths)
+        if user_id in users:
+            self.refresh()
+            return [[] for _ in vectors]
+        try:
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        except (FileNotFoundError, duckdb.IOException):
+            # the snapshot's index files went (a forget or prune after a newer publish): the newer one answers
+            self.close()
+            found = self._run(user_id, vectors, top_k, min_sim, kinds, texts, agent_id, session_id)
+        if memories:
+            found = [[m for m in group if m.memory_id not in memories] for group in found]
+        return found
+
+    def _run(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None,
+        agent_id: str | None,
+        session_id: str | None,
+    ) -> list[list[RecalledMemory]]:
+        self.refresh()
+        assert self._con is not None and self._settings is not None
+        if not vectors:
+            return []
+        if self._index is not None and agent_id is None and session_id is None:  # the index has no provenance
+            if self._hybrid is not None:
+                try:
+                    return self._run_hybrid(user_id, vectors, top_k, min_sim, kinds, texts)
+                except Unserved:
+                    pass  # e.g. rrf for a user with an IVF: the compiled statement answers
+            else:
+                return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
+        rows = self._con.execute(
+            self._settings.sql_text,
+            [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
+             None if kinds is None else list(kinds),
+             list(texts) if texts is not None else [None] * len(vectors), agent_id, session_id],
+        ).fetchall()
+        out: list[list[RecalledMemory]] = [[] for _ in vectors]
+        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
+            if any(not math.isfinite(x) for x in (sim, strength, score)):
+                continue
+            out[intent_id - 1].append(
+                RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
+                               list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0))
+            )
+        return out
+
+    def _run_indexed(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's answer, from the index (see recall_shim/serving/index.py)."""
+        assert self._index is not None
+        return _recalled(self._index, self._index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k,
+                                                         min_sim, kinds))
+
+    def _run_hybrid(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+        texts: Sequence[str | None] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's hybrid answer, from the index (see recall_shim/serving/hybrid.py)."""
+        assert self._hybrid is not None and self._con is not None
+        index = self._hybrid.index
+        found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),
+                                    float(min_sim), kinds)
+        return _recalled(index, found)
+
+
+def _recalled(index: SnapshotIndex, groups: list[list[Hit]]) -> list[list[RecalledMemory]]:
+    """Index hits (one list per intent, best first) as RecalledMemory rows with their payload."""
+    out: list[list[RecalledMemory]] = []
+    for intent, hits in enumerate(groups):
+        group = []
+        for rank, h in enumerate(hits, start=1):
+            content, sources = index.payload_of(h.row)
+            group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                        list(sources), rank, intent, h.lexical_score))
+        out.append(group)
+    return out

@@ -1,0 +1,1 @@
+"""Stores per target: DuckDB (the embedded default, MemoryStore) and PostgreSQL + pgvector (PgMemoryStore)."""

@@ -1,0 +1,288 @@
+"""MemoryStore: the one object the library, the CLI and (later) the server use."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from recall_shim.common.embedding import embed_texts
+from recall_shim.errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
+from recall_shim.forget.journal import storage_errors
+from recall_shim.write.door import admit, admit_strict
+from recall_shim.write.ids import forget_id
+from recall_shim.write.landing import read_input_file, utc_now_iso, write_landing_file
+from recall_shim.write.limits import door_limits
+from recall_shim.common.locks import file_lock
+from recall_shim.common.paths import StorePaths, data_dir, project_dir
+from recall_shim.serving.reader import RecalledMemory, SnapshotReader, prune_snapshots, update_index
+from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.write.door import refusals
+from recall_shim.write.landing import message_row
+
+DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
+SNAPSHOTS_KEPT = 3
+
+def default_db() -> Path:
+    """$AGENT_MEMORY_DB, else agent_memory.duckdb in ``data_dir()`` (the checkout's data/ or the
+    per-user data folder)."""
+    env = os.environ.get(DEFAULT_DB_ENV)
+    if env:
+        return Path(env)
+    return data_dir() / "agent_memory.duckdb"
+
+
+class MemoryStore(Store):
+    """A memory store named by its DuckDB path (see ``docs/architecture.md``).
+
+    Writes (``remember``, ``ingest``, access events) land as immutable files and never touch the
+    DuckDB file; ``build`` runs ``dbt build`` and publishes a snapshot; ``recall`` reads the
+    newest published snapshot read-only.
+    """
+
+    def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
+        self.paths = StorePaths.of(db if db is not None else default_db())
+        try:
+            self.paths.ensure()
+        except OSError as exc:  # a read-only store still serves reads (its folders exist)
+            warnings.warn(f"store {self.paths.db} is not writable: {exc.strerror or exc}", AccessNotRecorded,
+                          stacklevel=2)
+        self._reader = SnapshotReader(self.paths)
+
+    # --- writing -------------------------------------------------------------------------
+    def remember(
+        self,
+        user_id: str,
+        content: str,
+        *,
+        role: str = "user",
+        session_id: str = "default",
+        msg_seq: int | None = None,
+        ts: str | None = None,
+        message_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> str:
+        """Append one message to the session log (durable when this returns); returns its id.
+        Raises InvalidId (an id breaks the id rule, recall_shim/write/ids.py), ContentTooLong (more than
+        var max_content_chars characters), InvalidInput (a wrong type) or StorageFailure (the disk
+        refused the write); nothing lands then."""
+        row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
+                          message_id=message_id, agent_id=agent_id)
+        record = admit_strict(row, utc_now_iso(), door_limits())
+        with storage_errors("the message was not stored"), file_lock(self.paths.write_lock, exclusive=False):
+            write_landing_file(self.paths.messages, [record])
+        return str(record["message_id"])
+
+    def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Append many session-log rows (dicts with the session-log columns) as one landing file,
+        all or none: a row the door refuses raises (like ``remember``, naming the row) and nothing
+        lands. Returns how many rows landed."""
+        landed_at, limits = utc_now_iso(), door_limits()
+        records = [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)]
+        with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
+            write_landing_file(self.paths.messages, records)
+        return len(records)
+
+    def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
+        """Bulk-load a CSV, JSONL or Parquet file of session-log rows. A file whose bytes were
+        ingested into this store before is skipped unless ``force``. Rows the door refuses land
+        as rejects with their reason (``IngestReport.refused``); a file that cannot be read as a
+        session log (no user_id/content column, broken CSV quoting) raises InvalidInput and
+        nothing of it lands."""
+        p = Path(path)
+        if not p.is_file():
+            raise InvalidInput(f"no such file: {p}")
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        marker = self.paths.inbox / "ingested" / digest
+        if marker.exists() and not force:
+            return IngestReport(str(p), 0, None, skipped=True)
+        landed_at, limits = utc_now_iso(), door_limits()
+        records = [admit(r, landed_at, limits, i) for i, r in enumerate(read_input_file(p))]
+        with storage_errors(f"{p} was not ingested"):
+            with file_lock(self.paths.write_lock, exclusive=False):
+                landing = write_landing_file(self.paths.messages, records)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
+        return IngestReport(str(p), len(records), str(landing) if landing else None,
+                            refused=refusals(records))
+
+    # --- building ------------------------------------------------------------------------
+    def build(
+        self,
+        *,
+        full_refresh: bool = False,
+        vars: Mapping[str, Any] | None = None,
+        select: str | None = None,
+        command: str = "build",
+    ) -> BuildResult:
+        """Run ``dbt <command>`` for this store (builds serialise on a lock file) and publish."""
+        proj = project_dir()
+        dbt = Path(sys.executable).with_name("dbt")
+        args = [str(dbt) if dbt.exists() else "dbt", command, "--project-dir", str(proj), "--profiles-dir", str(proj)]
+        if full_refresh:
+            args.append("--full-refresh")
+        if vars:
+            args += ["--vars", json.dumps(dict(vars))]
+        if select:
+            args += ["--select", select]
+        env = dict(os.environ)
+        env.update({
+            DEFAULT_DB_ENV: str(self.paths.db),
+            "DBT_TARGET_PATH": str(self.paths.dbt_dir / "target"),
+            "DBT_LOG_PATH": str(self.paths.dbt_dir / "logs"),
+            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+            "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive"),
+        })
+        started = time.monotonic()
+        with open(self.paths.build_lock, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            complete_pending_forget(self.paths, lock="held")  # before dbt reads the warehouse
+            # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
+            # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
+            # with it on the warehouse file.
+            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
+                                  pass_fds=(lock.fileno(),))
+            output = proc.stdout + proc.stderr
+            snaps = [line.split("publishing serving snapshot ", 1)[1].strip()
+                     for line in output.splitlines() if "publishing serving snapshot " in line]
+            index = None
+            if proc.returncode == 0 and snaps:
+                index, note = update_index(self.paths, Path(snaps[-1]))
+                output += note
+            prune_snapshots(self.paths, SNAPSHOTS_KEPT)
+        if proc.returncode != 0:
+            raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
+        return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started, index)
+
+    # --- recalling -----------------------------------------------------------------------
+    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
+        """The queries' vectors: texts validated and embedded (or taken from ``given``, aligned
+        with ``queries``, when the caller embedded them already), vectors checked."""
+        s = self._reader.settings
+        texts = [(i, q) for i, q in enumerate(queries) if isinstance(q, str)]
+        for _, t in texts:
+            if not t.strip():
+                raise InvalidQuery("query text is empty")
+            if len(t) > s.max_query_chars:
+                raise InvalidQuery(f"query text has {len(t)} characters; the limit is {s.max_query_chars} (var recall_max_query_chars)")
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
+        vecs: list[list[float] | None] = [None] * len(queries)
+        if given is not None and len(given) != len(queries):
+            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
+        if texts:
+            embedded = ([given[i] for i, _ in texts] if given is not None
+                        else embed_texts(s.embedding_model, s.embedding_query_form, [t for _, t in texts]))
+            for (i, _), v in zip(texts, embedded):
+                vecs[i] = self._reader.check_vector(v)
+        for i, q in enumerate(queries):
+            if vecs[i] is None:
+                vecs[i] = self._reader.check_vector(q)  # type: ignore[arg-type]
+        return [v for v in vecs if v is not None]
+
+    def recall_many(
+        self,
+        queries: Sequence[Query],
+        *,
+        user_id: str,
+        top_k: int | None = None,
+        min_sim: float | None = None,
+        kinds: Sequence[str] | None = None,
+        record_access: bool = True,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        vectors: Sequence[Any] | None = None,
+    ) -> list[list[RecalledMemory]]:
+        """Recall for several intents (texts or precomputed vectors) of one user in one statement.
+
+        ``min_sim`` applies to raw cosine similarity; ranking is by the fused vector and
+        lexical relevance weighted by strength (var fusion_method, docs/recall.md).
+        ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
+        from that agent / session. An unknown user gets empty lists. Returned memories are logged
+        as accesses (they reinforce at the next build) unless ``record_access`` is false.
+        ``vectors`` (aligned with ``queries``) are embeddings of the query texts computed by
+        the caller with the store's model (the server embeds outside its recall lane)."""
+        self._complete_pending_forget()
+        k, ms, user_id, agent_id, session_id = recall_arguments(
+            queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
+            agent_id=agent_id, session_id=session_id)
+        texts = [q if isinstance(q, str) else None for q in queries]
+        results = self._reader.run(user_id, self._vectors(queries, vectors), k, ms, kinds, texts,
+                                   agent_id, session_id)
+        if record_access:
+            self._record_access(user_id, results)
+        return results
+
+    def _complete_pending_forget(self) -> None:
+        """An interrupted forget is completed by the next reader that can take the build lock at
+        once (a running build or forget completes it otherwise); until then readers serve none of
+        its ids (SnapshotReader.run)."""
+        if not self.paths.forget_journal.exists():
+            return
+        try:
+            complete_pending_forget(self.paths, lock="try")
+        except (StorageFailure, StoreBusy) as exc:
+            warnings.warn(f"an interrupted forget could not be completed yet: {exc}", RuntimeWarning, stacklevel=3)
+
+    def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
+        """Cosine similarities of ``queries`` against every current memory of ``user_id``, for
+        choosing ``min_sim`` at a quantile (see ``agent-memory similarity``)."""
+        user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
+
+    def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
+        """Land the recalled memories as access events. A store that cannot take the write
+        (disk full, read-only) loses the event, not the recall: a warning says so."""
+        if not any(results):
+            return
+        try:
+            with file_lock(self.paths.write_lock, exclusive=False):
+                now = utc_now_iso()
+                query_id = uuid.uuid4().hex
+                seen: set[str] = set()
+                events = []
+                for group in results:
+                    for m in group:
+                        if m.memory_id in seen:
+                            continue
+                        seen.add(m.memory_id)
+                        events.append({"event_id": uuid.uuid4().hex, "memory_id": m.memory_id, "user_id": user_id,
+                                       "query_id": query_id, "accessed_at": now})
+                write_landing_file(self.paths.access, events)
+        except (OSError, StorageFailure) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            warnings.warn(f"recall answered, but its access event was not recorded: {reason}", AccessNotRecorded,
+                          stacklevel=3)
+
+    # --- forgetting ----------------------------------------------------------------------
+    def forget(self, *, user_id: str | None = None, memory_id: str | None = None,
+               actor: str | None = None) -> ForgetReport:
+        """Forget a whole user (``user_id``) or one memory (``memory_id``; with ``user_id`` too,
+        the memory must belong to that user) everywhere, and append an audit record. See
+        ``docs/data_protection.md``. Ids follow the id rule (recall_shim/write/ids.py): an id that
+        is not a string raises InvalidId; one that breaks the rule is forgotten as given (rows
+        landed before the rule may carry it)."""
+        user_id = forget_id(user_id, "user_id")
+        return forget(self.paths, user_id=user_id, memory_id=memory_id, actor=actor)
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        return self._reader.snapshot_path
+
+    def close(self) -> None:
+        self._reader.close()

@@ -1,0 +1,200 @@
+"""Forget on the PostgreSQL target: the same semantics as recall_shim/forget/duckdb.py (DuckDB), in
+one PostgreSQL transaction (docs/data_protection.md, docs/scaling_out.md).
+
+Under the build advisory lock (a running build finishes first; builds wait for the forget):
+
+1. find the ids to remove (the user's, or the memory's, memory_ids, source message_ids and
+   landing_ids), discovered generically from every table of the schema by its columns;
+2. in one transaction: INSERT the tombstone (ids only) into ``forget_landing``; DELETE the rows
+   from every table that has a ``user_id``, ``memory_id``, ``message_id`` or ``landing_id``
+   column -- the landing tables included -- plus the cached embeddings no remaining memory uses;
+   INSERT the audit record (ids and counts, no content) into ``forget_audit``; COMMIT;
+3. ``VACUUM FULL`` every table rows were deleted from, so that no dead tuple keeps old bytes in
+   the table files (the DuckDB target rewrites its file for the same reason), and delete the
+   store's dbt target/ and logs/.
+
+Recalls see the store before or after the forget, never half of it (MVCC). Values are always
+bound parameters; only identifiers read from the catalog are quoted into SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from recall_shim.errors import InvalidInput
+from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, _check_id, _Targets, default_actor
+from recall_shim.write.landing import utc_now_iso
+from recall_shim.forget.tombstones import tombstones
+from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
+from recall_shim.common.sql import sql_ident
+
+__all__ = ["forget_pg"]
+
+# Rebuilt from the tombstones / kept as the record of what was done; never purged.
+_KEEP_TABLES = frozenset({"stg_forget_requests", LANDING_TABLES["forget"], "forget_audit", "ingested_files"})
+
+
+def _tables(cur: Any, schema: str) -> list[tuple[str, set[str], dict[str, str]]]:
+    """(table, columns, {column: udt_name}) of every base table of the schema."""
+    rows = cur.execute(
+        "select c.table_name, c.column_name, c.udt_name from information_schema.columns c"
+        " join information_schema.tables t using (table_catalog, table_schema, table_name)"
+        " where c.table_schema = %s and t.table_type = 'BASE TABLE' order by 1, c.ordinal_position",
+        [schema]).fetchall()
+    out: dict[str, dict[str, str]] = {}
+    for table, col, udt in rows:
+        out.setdefault(table, {})[col] = udt
+    return [(t, set(cols), cols) for t, cols in out.items() if t not in _KEEP_TABLES]
+
+
+def _ids(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]], column: str,
+         where_col: str, values: set[str], user: str | None = None) -> set[str]:
+    """Distinct ``column`` of every table having ``column`` and ``where_col`` where ``where_col``
+    is one of ``values`` (user_id also matches with spaces trimmed). With ``user``, only rows of
+    that user: ids are unique per user, not across users."""
+    vals = sorted(values)
+    if not vals:
+        return set()
+    out: set[str] = set()
+    for table, cols, types in tables:
+        if column not in cols or where_col not in cols or (user is not None and "user_id" not in cols):
+            continue
+        if column == "source_message_ids" and not types[column].startswith("_"):
+            continue
+        cond = (f"{where_col} = any(%s::text[]) or btrim({where_col}, ' ') = any(%s::text[])"
+                if where_col == "user_id" else f"{where_col}::text = any(%s::text[])")
+        params = [vals, vals] if where_col == "user_id" else [vals]
+        if user is not None:
+            cond = f"({cond}) and (user_id = %s or btrim(user_id, ' ') = %s)"
+            params += [user, user]
+        sel = f"unnest({column})" if column == "source_message_ids" else column
+        rows = cur.execute(f"select distinct {sel} from {sql_ident(schema)}.{sql_ident(table)} where {cond}",
+                           params).fetchall()
+        out.update(str(r[0]) for r in rows if r[0] is not None)
+    return out
+
+
+def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]],
+                  user_id: str | None, memory_id: str | None) -> tuple[_Targets, bool]:
+    if memory_id is None:
+        assert user_id is not None
+        t = _Targets("user", user_id, set(), set(), set())
+        t.memory_ids = _ids(cur, schema, tables, "memory_id", "user_id", {user_id})
+        t.message_ids = _ids(cur, schema, tables, "message_id", "user_id", {user_id})
+        t.landing_ids = _ids(cur, schema, tables, "landing_id", "user_id", {user_id})
+        return t, bool(t.memory_ids or t.message_ids or t.landing_ids)
+    t = _Targets("memory", None, {memory_id}, set(), set())
+    owners = _ids(cur, schema, tables, "user_id", "memory_id", {memory_id})
+    if len(owners) > 1:
+        raise InvalidInput(f"memory {memory_id!r} has several owners in the store: {sorted(owners)}")
+    owner = next(iter(owners), None)
+    if user_id is not None and owner is not None and owner != user_id:
+        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
+    t.user_id = owner if owner is not None else user_id
+    if t.user_id is None:
+        return t, False
+    t.message_ids = _ids(cur, schema, tables, "source_message_ids", "memory_id", {memory_id}, user=t.user_id)
+    t.landing_ids = _ids(cur, schema, tables, "landing_id", "message_id", t.message_ids, user=t.user_id)
+    # the owner's memories whose every source message goes too are forgotten with it
+    for table, cols, types in tables:
+        if ({"memory_id", "source_message_ids", "user_id"} <= cols and types["source_message_ids"].startswith("_")
+                and t.message_ids):
+            rows = cur.execute(
+                f"select distinct memory_id from {sql_ident(schema)}.{sql_ident(table)}"
+                " where user_id = %s and cardinality(source_message_ids) > 0"
+                " and source_message_ids::text[] <@ %s::text[]",
+                [t.user_id, sorted(t.message_ids)]).fetchall()
+            t.memory_ids.update(r[0] for r in rows)
+    return t, owner is not None
+
+
+def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]],
+                 t: _Targets) -> dict[str, int]:
+    """Delete the targets' rows from every table; returns rows removed per table."""
+    ids = {"memory": sorted(t.memory_ids), "message": sorted(t.message_ids), "landing": sorted(t.landing_ids),
+           "user": [t.user_id] if t.user_id else []}
+    # embeddings held without any id (keyed by content hash) go when no remaining memory has them
+    with_vectors = [n for n, cols, _ in tables if {"memory_id", "embedding"} <= cols]
+    cur.execute("create temp table if not exists _forget_vectors (e vector) on commit drop")
+    if with_vectors and ids["memory"]:
+        gone = " union ".join(f"select embedding::vector from {sql_ident(schema)}.{sql_ident(n)}"
+                              " where memory_id = any(%(m)s::text[])" for n in with_vectors)
+        kept = " union ".join(f"select embedding::vector from {sql_ident(schema)}.{sql_ident(n)}"
+                              " where not memory_id = any(%(m)s::text[])" for n in with_vectors)
+        cur.execute(f"insert into _forget_vectors ({gone}) except ({kept})", {"m": ids["memory"]})
+    removed: dict[str, int] = {}
+    for table, cols, _ in tables:
+        conds = []
+        if "user_id" in cols:
+            if t.scope == "user":
+                conds.append("user_id = any(%(user)s::text[]) or btrim(user_id, ' ') = any(%(user)s::text[])")
+            elif not cols & set(ID_COLUMNS):
+                conds.append("user_id = any(%(user)s::text[])")  # per-user aggregates: rebuilt next build
+        for col in ID_COLUMNS:
+            if col in cols:
+                cond = f"{col}::text = any(%({col.split('_')[0]})s::text[])"
+                if "user_id" in cols:  # ids are per user: never another user's row
+                    cond += " and (user_id = any(%(user)s::text[]) or btrim(user_id, ' ') = any(%(user)s::text[]))"
+                conds.append(cond)
+        if "embedding" in cols and not cols & {"user_id", *ID_COLUMNS}:
+            conds.append("embedding::vector in (select e from _forget_vectors)")
+        if not conds:
+            continue
+        where = " or ".join(f"({c})" for c in conds)
+        cur.execute(f"delete from {sql_ident(schema)}.{sql_ident(table)} where {where}", ids)
+        if cur.rowcount:
+            removed[table] = int(cur.rowcount)
+    return removed
+
+
+def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None, memory_id: str | None = None,
+              actor: str | None = None) -> ForgetReport:
+    """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
+    forever, with its source messages) in the PostgreSQL schema. Idempotent."""
+
+    if user_id is None and memory_id is None:
+        raise InvalidInput("forget needs user_id or memory_id")
+    if user_id is not None:
+        user_id = _check_id(user_id, "user_id")
+    if memory_id is not None:
+        memory_id = _check_id(memory_id, "memory_id")
+    who = _check_id(actor, "actor") if actor is not None else default_actor()
+    ensure_landing(conn)
+    s = conn.schema
+    with conn.connect(autocommit=True) as lock:
+        lock.execute("select pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
+        try:
+            with conn.connect() as con:
+                with con.cursor() as cur:
+                    tables = _tables(cur, s)
+                    targets, found = _find_targets(cur, s, tables, user_id, memory_id)
+                    forgotten_at = utc_now_iso()
+                    insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [
+                        tuple(f"pg:{forgotten_at}" if c == "_landing_file" else rec.get(c) for c in FORGET_COLUMNS)
+                        for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
+                                              targets.message_ids, forgotten_at)])
+                    removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
+                    found = found or any(k.endswith("_landing") for k in removed)
+                    report = ForgetReport(
+                        audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id,
+                        memory_id=memory_id, actor=who, forgotten_at=forgotten_at, found=found,
+                        memories=len(targets.memory_ids), messages=len(targets.message_ids), removed=removed)
+                    completed = utc_now_iso()
+                    cur.execute(f"insert into {sql_ident(s)}.forget_audit values (%s, %s, %s)",
+                                [report.audit_id, completed, json.dumps(
+                                    {"action": "forget", "completed_at": completed, **report.as_dict()},
+                                    ensure_ascii=True, sort_keys=True)])
+                con.commit()
+            # rewrite the tables rows left, so that no dead tuple keeps the old bytes
+            for key in removed:
+                lock.execute(f"vacuum full {sql_ident(s)}.{sql_ident(key.split(':', 1)[1])}")
+        finally:
+            lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
+    if work_dir.exists():
+        shutil.rmtree(work_dir, ignore_errors=True)
+        report.removed["dbt_target_and_logs"] = 1
+    return report

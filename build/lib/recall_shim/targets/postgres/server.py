@@ -1,0 +1,244 @@
+"""The PostgreSQL + pgvector backend's plumbing: a local server for tests and benchmarks, the
+landing tables writers INSERT into, and the dbt ``postgres`` target's environment.
+
+A store on PostgreSQL is named by a connection (host, port, user, database) and a schema. Writers
+never touch the models: they INSERT rows, every value as text exactly like the DuckDB landing
+files, into ``<schema>.session_log_landing`` (messages) and ``<schema>.recall_access_landing``
+(recall accesses), each batch in one ordinary transaction, so any number of writers run at once
+and while a build runs. ``dbt build --target postgres`` loads them incrementally (the
+``landing_rows`` macro). See docs/scaling_out.md.
+
+:class:`LocalPostgres` starts a throwaway server from the ``pgserver`` wheel (PostgreSQL 16 with
+pgvector). As root, pgserver runs the server as a system user ``pgserver`` (created with
+``useradd`` on first use) and opens the parent folders of its data folder for that user to
+traverse; it listens on a Unix socket in the data folder only, never on TCP.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from recall_shim.errors import BackendUnavailable, InvalidInput
+from recall_shim.write.landing import utc_now_iso
+from recall_shim.common.sql import sql_ident
+
+__all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
+           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
+
+#: which target the CLI, the server and ``open_store`` use: "duckdb" (default) or "postgres"
+BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
+TARGET_ENV = "AGENT_MEMORY_TARGET"
+
+
+def selected_target(target: str | None = None) -> str:
+    """``target`` if given, else $AGENT_MEMORY_TARGET, else "duckdb"; checked."""
+    t = (target or os.environ.get(TARGET_ENV) or "duckdb").strip().lower()
+    if t not in ("duckdb", "postgres"):
+        raise BackendUnavailable(f"unknown target {t!r}: use duckdb or postgres ({TARGET_ENV})")
+    return t
+
+_PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
+
+#: landing channel -> table (twin of the landing_table macro in macros/dialect.sql)
+LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_landing",
+                  "forget": "forget_landing"}
+
+MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
+                    "content_invalid_utf8", "ts", "message_id", "landed_at", "door_reason", "landing_seq",
+                    "_landing_file")
+_ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at", "_landing_file")
+FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file", "message_id")
+
+
+@dataclass(frozen=True)
+class PgConnection:
+    """Where a PostgreSQL store lives. ``host`` may be a Unix socket folder."""
+
+    host: str
+    port: int = 5432
+    user: str = "postgres"
+    dbname: str = "agent_memory"
+    schema: str = "agent_memory"
+    password: str = ""
+
+    def __post_init__(self) -> None:
+        # the dbt postgres target writes the schema unquoted (target.schema in macros/*.sql)
+        check_pg_name(self.schema, "schema")
+        check_pg_name(self.dbname, "dbname")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "PgConnection":
+        """The connection the dbt ``postgres`` target reads (AGENT_MEMORY_PG_* variables)."""
+        e = os.environ if env is None else env
+        return cls(host=e.get("AGENT_MEMORY_PG_HOST", "localhost"),
+                   port=int(e.get("AGENT_MEMORY_PG_PORT", "5432")),
+                   user=e.get("AGENT_MEMORY_PG_USER", "postgres"),
+                   dbname=e.get("AGENT_MEMORY_PG_DBNAME", "agent_memory"),
+                   schema=e.get("AGENT_MEMORY_PG_SCHEMA", "agent_memory"),
+                   password=e.get("AGENT_MEMORY_PG_PASSWORD", ""))
+
+    def dbt_env(self) -> dict[str, str]:
+        """Environment variables that point the dbt ``postgres`` target at this store."""
+        return {"AGENT_MEMORY_PG_HOST": self.host, "AGENT_MEMORY_PG_PORT": str(self.port),
+                "AGENT_MEMORY_PG_USER": self.user, "AGENT_MEMORY_PG_DBNAME": self.dbname,
+                "AGENT_MEMORY_PG_SCHEMA": self.schema, "AGENT_MEMORY_PG_PASSWORD": self.password}
+
+    def connect(self, autocommit: bool = False) -> Any:
+        """A new psycopg connection (the caller closes it)."""
+        psycopg = _psycopg()
+        return psycopg.connect(host=self.host, port=self.port, user=self.user, dbname=self.dbname,
+                               password=self.password or None, autocommit=autocommit)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BackendUnavailable("the postgres backend needs psycopg: pip install 'agent-memory[postgres]'") from exc
+    return psycopg
+
+
+def check_pg_name(name: str, what: str) -> str:
+    """``name`` if it is a plain PostgreSQL name (lower-case letters, digits, _; at most 63);
+    raises InvalidInput otherwise, so a schema or database name never needs quoting in SQL."""
+    if not isinstance(name, str) or not _PG_NAME.fullmatch(name):
+        raise InvalidInput(f"PostgreSQL {what} must match {_PG_NAME.pattern} (got {str(name)[:70]!r})")
+    return name
+
+
+class LocalPostgres:
+    """A PostgreSQL server with pgvector from the ``pgserver`` wheel, in ``pgdata``.
+
+    ``start()`` creates database ``dbname`` (TimeZone UTC) with the ``vector`` extension and
+    returns its :class:`PgConnection`; ``stop()`` stops the server and deletes ``pgdata``.
+    """
+
+    def __init__(self, pgdata: Path, dbname: str = "agent_memory", schema: str = "agent_memory") -> None:
+        check_pg_name(schema, "schema")
+        check_pg_name(dbname, "dbname")
+        self.pgdata = Path(pgdata)
+        self.dbname = dbname
+        self.schema = schema
+        self._server: Any = None
+
+    def start(self) -> PgConnection:
+        try:
+            import pgserver
+        except ImportError as exc:
+            raise BackendUnavailable("pgserver is not installed: pip install 'agent-memory[postgres-local]'") from exc
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
+        self.pgdata.mkdir(parents=True, exist_ok=True)
+        try:
+            self._server = pgserver.get_server(self.pgdata, cleanup_mode="delete")
+        except Exception as exc:  # pgserver raises bare subprocess/assertion errors
+            log = self.pgdata / "log"
+            detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise BackendUnavailable(f"pgserver could not start PostgreSQL in {self.pgdata}: {exc}\n{detail}") from exc
+        info = self._server.get_postmaster_info()
+        admin = PgConnection(host=str(info.socket_dir), port=int(info.port or 5432), dbname="postgres",
+                             schema=self.schema)
+        with admin.connect(autocommit=True) as con:
+            exists = con.execute("select 1 from pg_database where datname = %s", [self.dbname]).fetchone()
+            if not exists:
+                # a UTF-8 LC_CTYPE makes lower() and regex classes Unicode-aware (the tokenize macro)
+                try:
+                    con.execute(f"create database {sql_ident(self.dbname)} template template0 encoding 'UTF8'"
+                                " lc_collate 'C.UTF-8' lc_ctype 'C.UTF-8'")
+                except Exception:  # no C.UTF-8 locale on this system
+                    con.execute(f'create database {sql_ident(self.dbname)}')
+            con.execute(f"alter database {sql_ident(self.dbname)} set timezone = 'UTC'")
+        conn = PgConnection(host=admin.host, port=admin.port, dbname=self.dbname, schema=self.schema)
+        with conn.connect(autocommit=True) as con:
+            con.execute("create extension if not exists vector")
+        ensure_landing(conn)
+        return conn
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+    def __enter__(self) -> PgConnection:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def ensure_landing(conn: PgConnection) -> None:
+    """Create the store's schema and landing tables if missing (idempotent)."""
+    s = conn.schema
+    with conn.connect() as con:  # one transaction; concurrent first uses take turns
+        con.execute("select pg_advisory_xact_lock(%s)", [_SETUP_LOCK_KEY])
+        con.execute(f'create schema if not exists {sql_ident(s)}')
+        con.execute(
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["messages"]} ('
+            + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
+            + ", primary key (landing_id))")
+        con.execute(
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["access"]} ('
+            + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
+        con.execute(
+            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["forget"]} ('
+            + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
+        # columns added after the first release (tables created earlier lack them); ALTER only
+        # when missing: it takes an exclusive lock that would make writers wait for a build
+        for table, column in ((LANDING_TABLES["messages"], "door_reason"), (LANDING_TABLES["messages"], "landing_seq"),
+                              (LANDING_TABLES["forget"], "message_id")):
+            if con.execute("select 1 from information_schema.columns where table_schema = %s and table_name = %s"
+                           " and column_name = %s", [s, table, column]).fetchone() is None:
+                con.execute(f'alter table {sql_ident(s)}.{table} add column {column} text')
+        # sha256 of every file `ingest` landed (skip a file landed before unless forced)
+        con.execute(f'create table if not exists {sql_ident(s)}.ingested_files (digest text primary key, file text,'
+                    ' n_rows bigint, landed_at text)')
+        # forget's audit trail: ids and counts only, never content (docs/data_protection.md)
+        con.execute(f'create table if not exists {sql_ident(s)}.forget_audit (audit_id text primary key,'
+                    ' completed_at text, record text)')
+        con.commit()
+
+
+def land_messages(conn: PgConnection, records: Iterable[Mapping[str, Any]]) -> int:
+    """INSERT landing records (recall_shim/write/door.py, exactly like the landing files) in one
+    transaction; returns how many landed. Safe to call from any number of writers at once."""
+    return _insert(conn, LANDING_TABLES["messages"], MESSAGE_COLUMNS, message_values(records))
+
+
+def land_access(conn: PgConnection, events: Iterable[Mapping[str, Any]]) -> int:
+    """INSERT recall access events (event_id, memory_id, user_id, query_id, accessed_at) in one
+    transaction; returns how many landed."""
+    batch = f"pg:{utc_now_iso()}-{uuid.uuid4().hex[:12]}"
+    values = [tuple(None if e.get(c) is None else str(e.get(c)) for c in _ACCESS_COLUMNS[:-1]) + (batch,)
+              for e in events]
+    return _insert(conn, LANDING_TABLES["access"], _ACCESS_COLUMNS, values)
+
+
+def _insert(conn: PgConnection, table: str, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> int:
+    if not values:
+        return 0
+    with conn.connect() as con:  # one transaction: all rows land or none
+        with con.cursor() as cur:
+            insert_rows(cur, conn.schema, table, columns, values)
+        con.commit()
+    return len(values)
+
+
+def insert_rows(cur: Any, schema: str, table: str, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> None:
+    """INSERT ``values`` with the caller's cursor (inside the caller's transaction)."""
+    # NUL cannot be stored in PostgreSQL text: it is replaced like invalid UTF-8 (U+FFFD).
+    values = [tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in row) for row in values]
+    sql = (f'insert into {sql_ident(schema)}.{table} ({", ".join(columns)}) '
+           f'values ({", ".join(["%s"] * len(columns))})')
+    cur.executemany(sql, values)
+
+
+def message_values(records: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """Landing records (recall_shim/write/door.py) as tuples of MESSAGE_COLUMNS, one batch name."""
+    batch = f"pg:{utc_now_iso()}-{uuid.uuid4().hex[:12]}"
+    return [tuple(rec.get(c) if c != "_landing_file" else batch for c in MESSAGE_COLUMNS) for rec in records]

