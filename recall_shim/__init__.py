@@ -30,7 +30,8 @@ from recall_shim.targets.postgres.store import PgMemoryStore
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory
 from recall_shim.common.paths import package_version
-from recall_shim.store import BuildResult, IngestReport, Store, open_store
+from recall_shim.store import BuildResult, IngestReport, Store
+from recall_shim.targets import open_store
 from recall_shim.targets.duckdb import MemoryStore
 
 __all__ = [

@@ -1,10 +1,10 @@
-"""The Store protocol both targets implement, the values they share, and ``open_store``.
+"""The Store protocol both targets implement and the values they share.
 
 A store is DuckDB (the embedded default, ``recall_shim.targets.duckdb.MemoryStore``: a DuckDB file,
 ``--db`` / $AGENT_MEMORY_DB) or PostgreSQL + pgvector (``recall_shim.targets.postgres.store.PgMemoryStore``,
-named by the AGENT_MEMORY_PG_* variables the dbt profile reads; docs/scaling_out.md). The target is
-chosen by the ``target`` argument (CLI ``--target``), else $AGENT_MEMORY_TARGET. Everything that
-serves a caller (CLI, HTTP, MCP, LangGraph) is written against :class:`Store`.
+named by the AGENT_MEMORY_PG_* variables the dbt profile reads; docs/scaling_out.md); ``open_store``
+(recall_shim/targets) picks one. Everything that serves a caller (CLI, HTTP, MCP, LangGraph) is
+written against :class:`Store`.
 """
 
 from __future__ import annotations
@@ -16,17 +16,15 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Protocol, 
 
 import numpy as np
 
-from recall_shim.errors import InvalidId, InvalidInput, InvalidQuery
+from recall_shim.errors import InvalidId, InvalidQuery
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory, RecallSettings
-from recall_shim.targets.postgres.server import TARGET_ENV, selected_target
 from recall_shim.write.ids import normalise_id
 
 if TYPE_CHECKING:
     from recall_shim.forget.duckdb import ForgetReport
 
-__all__ = ["Store", "open_store", "Query", "IngestReport", "BuildResult", "RecallArgs", "recall_arguments",
-           "scope_id", "TARGET_ENV", "selected_target"]
+__all__ = ["Store", "Query", "IngestReport", "BuildResult", "RecallArgs", "recall_arguments", "scope_id"]
 
 Query = str | Sequence[float] | np.ndarray
 
@@ -159,17 +157,3 @@ class Store(Protocol):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_store(db: str | os.PathLike[str] | None = None, target: str | None = None) -> Store:
-    """A MemoryStore (DuckDB file ``db``) or a PgMemoryStore (AGENT_MEMORY_PG_* connection)."""
-    if selected_target(target) == "postgres":
-        if db is not None:
-            raise InvalidInput("--db names a DuckDB file; the postgres target is named by the AGENT_MEMORY_PG_* "
-                               "variables (docs/scaling_out.md)")
-        from recall_shim.targets.postgres.store import PgMemoryStore
-
-        return PgMemoryStore()
-    from recall_shim.targets.duckdb import MemoryStore
-
-    return MemoryStore(db)

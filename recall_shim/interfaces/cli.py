@@ -12,7 +12,8 @@ from typing import Any, Sequence
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.common.paths import package_version
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
-from recall_shim.store import TARGET_ENV, Store, open_store
+from recall_shim.store import Store
+from recall_shim.targets import TARGET_ENV, open_store
 
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
 

@@ -22,7 +22,7 @@ from recall_shim.errors import (AgentMemoryError, BuildFailed, BuildInProgress, 
 from recall_shim.interfaces.lane import FairLane
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory
-from recall_shim.store import open_store
+from recall_shim.targets import open_store
 
 log = logging.getLogger("agent_memory.server")
 

@@ -29,20 +29,9 @@ from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.sql import sql_ident
 
 __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
-           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "TARGET_ENV", "selected_target"]
+           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "BUILD_LOCK_KEY"]
 
-#: which target the CLI, the server and ``open_store`` use: "duckdb" (default) or "postgres"
 BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
-TARGET_ENV = "AGENT_MEMORY_TARGET"
-
-
-def selected_target(target: str | None = None) -> str:
-    """``target`` if given, else $AGENT_MEMORY_TARGET, else "duckdb"; checked."""
-    t = (target or os.environ.get(TARGET_ENV) or "duckdb").strip().lower()
-    if t not in ("duckdb", "postgres"):
-        raise BackendUnavailable(f"unknown target {t!r}: use duckdb or postgres ({TARGET_ENV})")
-    return t
-
 _PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
