@@ -1,1 +1,0 @@
-"""What recall hands an agent: the system-prompt block built from recalled memories."""

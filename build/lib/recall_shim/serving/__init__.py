@@ -1,1 +1,0 @@
-"""Serving on DuckDB: published snapshots (base and delta layers), the reader that runs their compiled recall statements, and the serving index (vector and term postings) that answers recall without scanning."""

@@ -1,1 +1,0 @@
-"""Stores per target: DuckDB (the embedded default, MemoryStore) and PostgreSQL + pgvector (PgMemoryStore)."""
