@@ -26,9 +26,10 @@ from ._ids import forget_id, normalise_id
 from ._landing import read_input_file, utc_now_iso, write_landing_file
 from ._limits import door_limits
 from ._locks import file_lock
-from ._paths import PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
+from ._paths import CONTRACT_VARS, PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
 from ._prompt import format_prompt
 from ._serving import RecalledMemory, RecallSettings, SnapshotReader, prune_snapshots, update_index
+from ._snapshot import published_snapshot
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
@@ -219,6 +220,8 @@ class MemoryStore:
         if full_refresh:
             args.append("--full-refresh")
         if vars:
+            if CONTRACT_VARS & set(vars):
+                raise InvalidInput(f"vars {sorted(CONTRACT_VARS & set(vars))} are the project's layout (dbt_project.yml), not run settings")
             args += ["--vars", json.dumps(dict(vars))]
         if select:
             args += ["--select", select]
@@ -240,16 +243,16 @@ class MemoryStore:
             proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
                                   pass_fds=(lock.fileno(),))
             output = proc.stdout + proc.stderr
-            snaps = [line.split("publishing serving snapshot ", 1)[1].strip()
-                     for line in output.splitlines() if "publishing serving snapshot " in line]
+            # what this run published: the manifest it wrote (not its log)
+            snap = published_snapshot(self.paths, self.paths.dbt_dir / "target") if proc.returncode == 0 else None
             index = None
-            if proc.returncode == 0 and snaps:
-                index, note = update_index(self.paths, Path(snaps[-1]))
+            if snap is not None:
+                index, note = update_index(self.paths, snap)
                 output += note
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
-        return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started, index)
+        return BuildResult(str(snap) if snap is not None else None, output, time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
     def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
