@@ -19,9 +19,10 @@
 {{ target.schema }}.{{ landing_table(channel) }}
 {%- endmacro %}
 
-{#- Name of the PostgreSQL landing table of a channel (twin of recall_shim/targets/postgres/server.py LANDING_TABLES). -#}
+{#- Name of the PostgreSQL landing table of a channel: var pg_landing_tables (dbt_project.yml),
+    which recall_shim/targets/postgres/server.py reads too. -#}
 {% macro landing_table(channel) -%}
-{{ {'messages': 'session_log_landing', 'access': 'recall_access_landing', 'forget': 'forget_landing'}[channel] }}
+{{ name_map_var('pg_landing_tables')[channel] }}
 {%- endmacro %}
 
 {#- expr cast to type, or NULL when the text is not a valid value of type. -#}

@@ -20,6 +20,13 @@
   {{- 'l_' ~ modules.re.sub('[^a-z0-9]', '_', (file[:-7] if file.endswith('.duckdb') else file) | lower) -}}
 {%- endmacro %}
 
+{#- The row order a snapshot stores `table` in (var serving_tables, which the shim reads too):
+    'order by <columns>', or nothing. -#}
+{% macro serving_order(table) -%}
+  {%- set cols = name_map_var('serving_tables')[table] -%}
+  {{- 'order by ' ~ cols if cols else '' -}}
+{%- endmacro %}
+
 {#- A table's columns in order: 'name type' strings (for comparing a layer's table with the
     warehouse's), or names only. Uses run_query: adapter.get_columns_in_relation would open a
     transaction that the end of the on-run-end hook rolls back. -#}
@@ -40,10 +47,11 @@
   {%- if flags.FULL_REFRESH -%}
     {%- do base.update({'reason': 'full refresh'}) -%}{{ return(base) }}
   {%- endif -%}
-  {%- set files = run_query("select parse_filename(file) from glob(" ~ sql_literal(glob_escape(folder) ~ '/snap-*') ~ ") order by 1").columns[0].values() | list -%}
+  {%- set files = run_query("select parse_filename(file) from glob(" ~ sql_literal(glob_escape(folder ~ '/' ~ store_layout('snapshot_prefix')) ~ '*') ~ ") order by 1").columns[0].values() | list -%}
   {%- set ready = [] -%}
-  {%- for f in files if f.endswith('.ready') and (f[:-6] ~ '.duckdb') in files -%}
-    {%- do ready.append(f[:-6] ~ '.duckdb') -%}
+  {%- set mark = store_layout('ready') -%}
+  {%- for f in files if f.endswith(mark) and (f[:-(mark | length)] ~ '.duckdb') in files -%}
+    {%- do ready.append(f[:-(mark | length)] ~ '.duckdb') -%}
   {%- endfor -%}
   {%- if ready | length == 0 -%}
     {%- do base.update({'reason': 'no previous snapshot'}) -%}{{ return(base) }}
@@ -96,6 +104,22 @@
   {{ return(plan) }}
 {% endmacro %}
 
+{#- What a publish published, for the shim (recall_shim/serving/snapshot.py read_manifest) and anyone
+    else: one JSON object in <stem>.serving/published.json (var store_layout), written after the snapshot's .ready
+    marker: snapshot (file name), kind (base | delta), reason, layers (the files it reads, oldest
+    first, itself last), built_at (UTC), invocation_id (dbt's, as in target/run_results.json).
+    DuckDB writes it to a temporary name and renames it into place (use_tmp_file), so a reader
+    sees the previous manifest or this one, never a part. The log line "publishing serving
+    snapshot" is a message for people; nothing parses it. -#}
+{% macro serving_manifest(stem, plan, built_at) -%}
+  {%- set layers = (plan.layers | map(attribute=1) | list if plan.kind == 'delta' else []) + [stem ~ '.duckdb'] -%}
+copy (select {{ sql_literal(stem ~ '.duckdb') }} as snapshot, {{ sql_literal(plan.kind) }} as kind,
+    {{ sql_literal(plan.reason) }} as reason, [{{ sql_string_list(layers) }}]::varchar[] as layers,
+    {{ sql_literal(built_at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')) }} as built_at,
+    {{ sql_literal(invocation_id) }} as invocation_id)
+  to {{ sql_literal(serving_dir() ~ '/' ~ store_layout('manifest')) }} (format json, use_tmp_file true);
+{%- endmacro %}
+
 {% macro duckdb__publish_serving_snapshot(results) %}
   {%- if execute and flags.WHICH in ('build', 'run') -%}
     {%- set bad = results | selectattr('status', 'in', ['error', 'fail', 'runtime error']) | list -%}
@@ -103,7 +127,8 @@
     {%- set mti = adapter.get_relation(database=target.database, schema=target.schema, identifier='memory_term_index') -%}
     {%- set rq = adapter.get_relation(database=target.database, schema=target.schema, identifier='recall_queries') -%}
     {%- if bad | length == 0 and ltm is not none and mti is not none and rq is not none -%}
-      {%- set stem = 'snap-' ~ modules.datetime.datetime.utcnow().strftime('%Y%m%dT%H%M%S%f') ~ '-' ~ invocation_id[:8] -%}
+      {%- set started = modules.datetime.datetime.utcnow() -%}
+      {%- set stem = store_layout('snapshot_prefix') ~ started.strftime('%Y%m%dT%H%M%S%f') ~ '-' ~ invocation_id[:8] -%}
       {%- set name = serving_dir() ~ '/' ~ stem -%}
       {%- set plan = serving_layer_plan(ltm, mti) -%}
       {%- set wm_now = "(select coalesce(max(consolidated_at), '-infinity'::timestamp) from " ~ ltm ~ ")" -%}
@@ -111,16 +136,16 @@
       {%- do log('serving snapshot kind: ' ~ plan.kind ~ ' (' ~ plan.reason ~ ')'
           ~ (', ' ~ plan.delta_rows ~ ' changed memories' if plan.kind == 'delta' else ''), info=true) -%}
       attach {{ sql_literal(name ~ '.duckdb') }} as serving_snapshot;
-      create table serving_snapshot.main.recall_queries as select * from {{ rq }};
-      create table serving_snapshot.main.memory_term_stats as select * from {{ target.schema }}.memory_term_stats order by user_id, term;
+      create table serving_snapshot.main.recall_queries as select * from {{ rq }} {{ serving_order('recall_queries') }};
+      create table serving_snapshot.main.memory_term_stats as select * from {{ target.schema }}.memory_term_stats {{ serving_order('memory_term_stats') }};
       {%- set ris = adapter.get_relation(database=target.database, schema=target.schema, identifier='recall_index_settings') %}
       {%- if ris is not none %}
-      create table serving_snapshot.main.recall_index_settings as select * from {{ ris }};
+      create table serving_snapshot.main.recall_index_settings as select * from {{ ris }} {{ serving_order('recall_index_settings') }};
       {%- endif %}
       {%- if plan.kind == 'base' %}
       create table serving_snapshot.main.long_term_memory as
-        select * from {{ ltm }} where valid_to is null order by user_id;
-      create table serving_snapshot.main.memory_term_index as select * from {{ mti }} order by user_id, term;
+        select * from {{ ltm }} where valid_to is null {{ serving_order('long_term_memory') }};
+      create table serving_snapshot.main.memory_term_index as select * from {{ mti }} {{ serving_order('memory_term_index') }};
       create table serving_snapshot.main.serving_layers as
         select 0::integer as layer, {{ sql_literal(stem ~ '.duckdb') }}::varchar as file, {{ sql_literal(serving_layer_alias(stem)) }}::varchar as alias,
             (select count(*) from serving_snapshot.main.long_term_memory)::bigint as rows,
@@ -134,10 +159,10 @@
         select * from {{ ltm }}
         where valid_to is null
             and (consolidated_at > {{ plan.watermark }} or memory_id not in (select p.memory_id from ({{ plan.prev_state }}) as p))
-        order by user_id;
+        {{ serving_order('long_term_memory') }};
       create table serving_snapshot.main.delta_term_index as
         select * from {{ mti }} where memory_id in (select d.memory_id from serving_snapshot.main.delta_memories as d)
-        order by user_id, term;
+        {{ serving_order('memory_term_index') }};
       create table serving_snapshot.main.memory_state as
         select l.memory_id, l.user_id, (case when d.memory_id is not null then {{ n }} else p.layer end)::integer as layer,
             l.strength, l.last_accessed, l.access_count, l.strength_as_of
@@ -173,7 +198,8 @@
       {%- endfor %}
       {%- endif %}
       detach serving_snapshot;
-      copy (select {{ sql_literal(invocation_id) }} as invocation_id) to {{ sql_literal(name ~ '.ready') }} (format csv);
+      copy (select {{ sql_literal(invocation_id) }} as invocation_id) to {{ sql_literal(name ~ store_layout('ready')) }} (format csv);
+      {{ serving_manifest(stem, plan, started) }}
     {%- else -%}
       {%- do log('serving snapshot not published: ' ~ (bad | length) ~ ' node(s) errored or marts missing', info=true) -%}
       select 1;

@@ -1,13 +1,17 @@
-{#- Jinja twin of recall_shim/common/paths.py: one DuckDB path names the whole store. Paths reach SQL
-    only through sql_literal (and glob_escape where DuckDB reads them as a glob), macros/vars.sql. -#}
+{#- One DuckDB path names the whole store; the names beside it are var store_layout
+    (dbt_project.yml), which recall_shim/common/paths.py reads too. Paths reach SQL only through
+    sql_literal (and glob_escape where DuckDB reads them as a glob), macros/vars.sql. -#}
 {% macro store_stem() -%}
   {%- set p = string_var('store_path') -%}
   {{- p[:-7] if p.endswith('.duckdb') else p -}}
 {%- endmacro %}
 
-{% macro inbox_dir() -%}{{ store_stem() }}.inbox{%- endmacro %}
+{#- One name of var store_layout (inbox, serving, empty_marker, snapshot_prefix, ready, manifest, ...). -#}
+{% macro store_layout(key) -%}{{ return(name_map_var('store_layout')[key]) }}{%- endmacro %}
 
-{% macro serving_dir() -%}{{ store_stem() }}.serving{%- endmacro %}
+{% macro inbox_dir() -%}{{ store_stem() }}{{ store_layout('inbox') }}{%- endmacro %}
+
+{% macro serving_dir() -%}{{ store_stem() }}{{ store_layout('serving') }}{%- endmacro %}
 
 {#- The landing files of one folder that ``relation`` (an incremental staging model with a
     landing_file column) has not loaded yet, plus the folder's empty marker (so the list is never
@@ -16,7 +20,7 @@
     is simply read by the next build. Returns none (read every file) for a table built before it
     had a landing_file column. -#}
 {% macro new_landing_files(folder, relation) -%}
-  {%- set marker = inbox_dir() ~ '/' ~ folder ~ '/_empty.jsonl' -%}
+  {%- set marker = inbox_dir() ~ '/' ~ folder ~ '/' ~ store_layout('empty_marker') -%}
   {%- if not execute -%}{{ return([marker]) }}{%- endif -%}
   {%- set known = adapter.get_columns_in_relation(relation) | map(attribute='name') | list -%}
   {%- if 'landing_file' not in known -%}{{ return(none) }}{%- endif -%}

@@ -15,6 +15,8 @@
       string_list_var(name) a list of such strings; emit it with sql_string_list()
       timestamp_var(name)   none, or 'YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]' that is a real date,
                             as 'YYYY-MM-DD HH:MM:SS[.ffffff]'; as_of_timestamp() quotes it
+      name_map_var(name)    a mapping with exactly the rule's keys, each value a string matching
+                            its pattern (names: store_layout, serving_tables, pg_landing_tables)
       sql_literal(value)    any string as a quoted SQL literal (quotes doubled, NUL refused)
       sql_string_list(vals) a list of strings, each through sql_literal
       glob_escape(path)     a path as a DuckDB glob that matches only itself (* ? [ escaped)
@@ -22,7 +24,7 @@
 
 {#- The rule of every var in dbt_project.yml, in one place. kind: number (min, max, integer,
     nullable), bool, choice (allowed), string (pattern, full match), string_list (pattern,
-    min_items), timestamp (nullable). tests_py/test_security_sql_vars.py checks that every var
+    min_items), timestamp (nullable), name_map (keys, pattern). tests_py/test_security_sql_vars.py checks that every var
     of dbt_project.yml has a rule here and that no model, macro, snapshot or test calls var()
     outside this file. -#}
 {% macro var_rules() -%}
@@ -88,6 +90,13 @@
       'recall_index_tail_share': share,
       'serving_compact_share': {'kind': 'number', 'min': 0, 'max': 1000000},
       'serving_max_layers': {'kind': 'number', 'integer': true, 'min': 1, 'max': 10000},
+      'store_layout': {'kind': 'name_map', 'pattern': '(?![.]{1,2}$)[A-Za-z0-9_.-]{1,64}',
+                       'keys': ['inbox', 'serving', 'build_lock', 'dbt', 'audit', 'forget_journal', 'write_lock',
+                                'empty_marker', 'messages', 'access', 'forget', 'snapshot_prefix', 'ready', 'manifest']},
+      'serving_tables': {'kind': 'name_map', 'pattern': '([a-z_]+(, [a-z_]+)*)?',
+                         'keys': ['long_term_memory', 'memory_term_index', 'memory_term_stats', 'recall_queries',
+                                  'recall_index_settings']},
+      'pg_landing_tables': {'kind': 'name_map', 'pattern': '[a-z_][a-z0-9_]{0,62}', 'keys': ['messages', 'access', 'forget']},
   }) -}}
 {%- endmacro %}
 
@@ -112,6 +121,8 @@
     {%- set expected = rule.get('expected', 'a string matching ' ~ rule.pattern) -%}
   {%- elif kind == 'string_list' -%}
     {%- set expected = 'a list of at least ' ~ rule.min_items ~ ' string(s), each matching ' ~ rule.pattern -%}
+  {%- elif kind == 'name_map' -%}
+    {%- set expected = 'a mapping of exactly ' ~ (rule['keys'] | join(', ')) ~ ' to strings matching ' ~ rule.pattern -%}
   {%- else -%}
     {%- set expected = "a timestamp 'YYYY-MM-DD' or 'YYYY-MM-DD HH:MM[:SS[.ffffff]]' (space or T between)" -%}
   {%- endif -%}
@@ -160,6 +171,13 @@
     {%- endfor -%}
     {{ return({'value': value | list, 'error': none}) }}
 
+  {%- elif kind == 'name_map' -%}
+    {%- if value is not mapping or (value.keys() | list | sort) != (rule['keys'] | sort) -%}{{ return(refused) }}{%- endif -%}
+    {%- for k in rule['keys'] -%}
+      {%- if value[k] is not string or not modules.re.fullmatch(rule.pattern, value[k]) -%}{{ return(refused) }}{%- endif -%}
+    {%- endfor -%}
+    {{ return({'value': value, 'error': none}) }}
+
   {%- else -%}
     {#- a timestamp; YAML reads an unquoted 2026-12-01 as a date: its text is checked -#}
     {%- set text = value if value is string else (shown if value.isoformat is defined else '') -%}
@@ -198,6 +216,8 @@
 {% macro string_list_var(name) -%}{{ return(read_var(name, 'string_list')) }}{%- endmacro %}
 
 {% macro timestamp_var(name) -%}{{ return(read_var(name, 'timestamp')) }}{%- endmacro %}
+
+{% macro name_map_var(name) -%}{{ return(read_var(name, 'name_map')) }}{%- endmacro %}
 
 {#- A string as a quoted SQL literal: quotes doubled; none -> null. Backslashes are literal in
     both targets (DuckDB; PostgreSQL with standard_conforming_strings, its default). -#}

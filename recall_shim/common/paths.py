@@ -11,19 +11,25 @@
     <stem>.audit.jsonl       one line per forget: what, when, by whom, counts (never content)
     <stem>.forget-journal.json  the forget in progress (ids only; gone once it completed)
 
-The same derivation is written in Jinja in ``macros/store_paths.sql``; keep them in step.
+Those names are defined once, as var ``store_layout`` in the project's ``dbt_project.yml``:
+the macros (``macros/store_paths.sql``) read it through ``name_map_var`` and this module reads
+the same file (``store_layout()``), so neither side holds a copy.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from recall_shim.errors import InvalidInput, InvalidStorePath
 
-EMPTY_MARKER = "_empty.jsonl"
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
+#: vars both sides read from dbt_project.yml: a run's --vars must not change them (the shim would disagree)
+CONTRACT_VARS = frozenset({"store_layout", "pg_landing_tables"})
 
 
 # a wheel carries a copy of the dbt project in recall_shim/project/ (setup.py says which files)
@@ -72,6 +78,57 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir("agent-memory", appauthor=False))
 
 
+@lru_cache(maxsize=8)
+def _read_vars(path: str, mtime_ns: int) -> dict[str, Any]:
+    import yaml  # a dependency of dbt-core
+
+    with open(path, encoding="utf-8") as fh:
+        return dict((yaml.safe_load(fh) or {}).get("vars") or {})
+
+
+def project_vars() -> dict[str, Any]:
+    """The vars of the project's ``dbt_project.yml`` as written there (re-read when it changes)."""
+    path = project_dir() / "dbt_project.yml"
+    return _read_vars(str(path), path.stat().st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """The names beside a store's warehouse file: var ``store_layout`` of ``dbt_project.yml``
+    (suffixes of the stem, names inside the inbox and the serving folder)."""
+
+    inbox: str
+    serving: str
+    build_lock: str
+    dbt: str
+    audit: str
+    forget_journal: str
+    write_lock: str
+    empty_marker: str
+    messages: str
+    access: str
+    forget: str
+    snapshot_prefix: str
+    ready: str
+    manifest: str
+
+
+# a file name, never . or .. (the same pattern as the var's rule in macros/vars.sql)
+_LAYOUT_NAME = re.compile(r"(?![.]{1,2}$)[A-Za-z0-9_.-]{1,64}")
+
+
+def store_layout() -> StoreLayout:
+    """The project's store layout; InvalidInput when var store_layout is missing or malformed
+    (macros/vars.sql checks the same var the same way at every dbt run)."""
+    raw = project_vars().get("store_layout")
+    names = [f.name for f in fields(StoreLayout)]
+    if not isinstance(raw, dict) or sorted(raw) != sorted(names) or not all(
+            isinstance(raw[n], str) and _LAYOUT_NAME.fullmatch(raw[n]) for n in names):
+        raise InvalidInput(f"var store_layout in {project_dir() / 'dbt_project.yml'} must map exactly {', '.join(names)}"
+                           " to file names")
+    return StoreLayout(**{n: raw[n] for n in names})
+
+
 # DuckDB reads a backslash as a folder separator and ? as the start of options in every file it opens
 # (the warehouse, ATTACH, read_json), so a store under such a name cannot work; the same rule is
 # var store_path's in macros/vars.sql. Quotes, spaces, %, *, [ and any Unicode are fine: paths reach
@@ -91,6 +148,7 @@ def check_store_path(path: Path) -> Path:
 @dataclass(frozen=True)
 class StorePaths:
     db: Path
+    layout: StoreLayout = field(default_factory=store_layout, compare=False, repr=False)
 
     @classmethod
     def of(cls, db: str | Path) -> "StorePaths":
@@ -105,43 +163,43 @@ class StorePaths:
 
     @property
     def inbox(self) -> Path:
-        return self._sibling(".inbox")
+        return self._sibling(self.layout.inbox)
 
     @property
     def messages(self) -> Path:
-        return self.inbox / "messages"
+        return self.inbox / self.layout.messages
 
     @property
     def access(self) -> Path:
-        return self.inbox / "access"
+        return self.inbox / self.layout.access
 
     @property
     def forget(self) -> Path:
-        return self.inbox / "forget"
+        return self.inbox / self.layout.forget
 
     @property
     def write_lock(self) -> Path:
-        return self.inbox / ".write.lock"
+        return self.inbox / self.layout.write_lock
 
     @property
     def audit(self) -> Path:
-        return self._sibling(".audit.jsonl")
+        return self._sibling(self.layout.audit)
 
     @property
     def forget_journal(self) -> Path:
-        return self._sibling(".forget-journal.json")
+        return self._sibling(self.layout.forget_journal)
 
     @property
     def serving(self) -> Path:
-        return self._sibling(".serving")
+        return self._sibling(self.layout.serving)
 
     @property
     def build_lock(self) -> Path:
-        return self._sibling(".build.lock")
+        return self._sibling(self.layout.build_lock)
 
     @property
     def dbt_dir(self) -> Path:
-        return self._sibling(".dbt")
+        return self._sibling(self.layout.dbt)
 
     def ensure(self) -> "StorePaths":
         """Create the folders and the empty landing files that keep DuckDB's globs non-empty."""
@@ -150,6 +208,6 @@ class StorePaths:
             if not d.is_dir():
                 d.mkdir(parents=True, exist_ok=True)
         for d in (self.messages, self.access, self.forget):
-            if not (d / EMPTY_MARKER).exists():
-                (d / EMPTY_MARKER).touch(exist_ok=True)
+            if not (d / self.layout.empty_marker).exists():
+                (d / self.layout.empty_marker).touch(exist_ok=True)
         return self

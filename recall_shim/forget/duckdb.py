@@ -43,7 +43,7 @@ from recall_shim.forget.journal import (append_audit_once, clear_journal, fsync_
 from recall_shim.forget.serving import compact, purge_serving
 from recall_shim.write.landing import utc_now_iso, write_landing_file
 from recall_shim.common.locks import file_lock, try_file_lock
-from recall_shim.common.paths import EMPTY_MARKER, StorePaths
+from recall_shim.common.paths import StorePaths
 from recall_shim.common.sql import sql_ident
 from recall_shim.forget.tombstones import message_tombstones, tombstones
 
@@ -313,7 +313,7 @@ def _purge_landing(paths: StorePaths, t: _Targets, forgotten_at: str,
                 housekeeping["landing:stale_tmp_files"] = housekeeping.get("landing:stale_tmp_files", 0) + 1
                 changed = True
                 continue
-            if f.name == EMPTY_MARKER or not f.name.endswith(".jsonl") or not f.is_file():
+            if f.name == paths.layout.empty_marker or not f.name.endswith(".jsonl") or not f.is_file():
                 continue
             kept: list[bytes] = []
             dropped = 0

@@ -145,8 +145,8 @@ def _serving_temp(name: str) -> bool:
     return name.startswith(".") or name.endswith((".wal", ".tmp"))
 
 
-def _landing_temp(name: str) -> bool:
-    return name.startswith(".") and ".tmp" in name and name != ".write.lock"
+def _landing_temp(name: str, write_lock: str) -> bool:
+    return name.startswith(".") and ".tmp" in name and name != write_lock
 
 
 def prune_temp_files(paths: StorePaths, min_age: float = STALE_TEMP_SECONDS) -> int:
@@ -184,6 +184,6 @@ def prune_temp_files(paths: StorePaths, min_age: float = STALE_TEMP_SECONDS) -> 
             for folder in (paths.messages, paths.access, paths.forget):
                 if folder.is_dir():
                     for n in os.listdir(folder):
-                        if _landing_temp(n):
+                        if _landing_temp(n, paths.write_lock.name):
                             drop(folder / n)
     return removed

@@ -17,7 +17,7 @@ from recall_shim.serving.terms import build_term_postings
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.reader import ready_snapshots
-from recall_shim.serving.snapshot import LAYER_TABLES, SNAPSHOT_ORDER, attach_snapshot, layer_alias, snapshot_layers
+from recall_shim.serving.snapshot import attach_snapshot, layer_alias, serving_tables, snapshot_layers
 from recall_shim.common.sql import sql_ident, sql_literal
 
 
@@ -55,8 +55,9 @@ def compact(con: duckdb.DuckDBPyConnection, src: Path, dest: Path) -> None:
 
 def materialize_base(snapshot: Path, work: Path, file: str) -> None:
     """Write ``snapshot`` (a base or a delta over layers) into ``work`` as a base snapshot named
-    ``file``: its views materialized into tables, every other table copied, and a serving_layers
-    listing only itself (watermark kept), so nothing of the older layers is needed afterwards."""
+    ``file``: every serving table (var serving_tables; a delta's views materialized) copied in
+    its row order, and a serving_layers listing only itself (watermark kept), so nothing of the
+    older layers is needed afterwards."""
     work.unlink(missing_ok=True)
     con = duckdb.connect(str(work))
     try:
@@ -67,10 +68,10 @@ def materialize_base(snapshot: Path, work: Path, file: str) -> None:
         watermark = None
         if "serving_layers" in names:
             watermark = con.execute("select max(watermark) from forget_src.main.serving_layers").fetchall()[0][0]
-        for name in names:
-            if name not in LAYER_TABLES:
+        for name, order in serving_tables().items():
+            if name in names:
                 con.execute(f"create table main.{sql_ident(name)} as select * from forget_src.main.{sql_ident(name)}"
-                            f" {SNAPSHOT_ORDER.get(name, '')}")
+                            f" {order}")
         con.execute("create table main.serving_layers as select 0::integer as layer, $1::varchar as file,"
                     " $2::varchar as alias, (select count(*) from main.long_term_memory)::bigint as rows,"
                     " $3::timestamp as watermark, 'base'::varchar as kind", [file, layer_alias(file), watermark])
@@ -90,7 +91,7 @@ def purge_serving(paths: StorePaths, delete_rows: Callable[[duckdb.DuckDBPyConne
     if ready:
         newest = ready[-1]
         stamp = utc_now_iso().replace("-", "").replace(":", "").replace(" ", "T").replace(".", "")
-        new_name = f"snap-{stamp}-forget{uuid.uuid4().hex[:6]}"
+        new_name = f"{paths.layout.snapshot_prefix}{stamp}-forget{uuid.uuid4().hex[:6]}"
         work = paths.serving / f".{new_name}.work.duckdb"
         con = None
         try:
@@ -118,13 +119,13 @@ def purge_serving(paths: StorePaths, delete_rows: Callable[[duckdb.DuckDBPyConne
             housekeeping["serving:index_rows"] = int(stats.get("rows", 0))
         except Exception:  # noqa: BLE001 - as at build: without an index the snapshot's statement serves
             shutil.rmtree(paths.serving / f"{new_name}.index", ignore_errors=True)
-        write_atomic(paths.serving / f"{new_name}.ready", b"invocation_id\nforget\n")
+        write_atomic(paths.serving / f"{new_name}{paths.layout.ready}", b"invocation_id\nforget\n")
     dropped = 0
     if paths.serving.is_dir():
-        for f in sorted(paths.serving.iterdir(), key=lambda p: not p.name.endswith(".ready")):
+        for f in sorted(paths.serving.iterdir(), key=lambda p: not p.name.endswith(paths.layout.ready)):
             if new_name is not None and f.name.startswith(new_name + "."):
                 continue
-            if f.name.startswith(("snap-", ".snap-")):
+            if f.name.startswith((paths.layout.snapshot_prefix, "." + paths.layout.snapshot_prefix)):
                 if f.is_dir():  # a snapshot's serving index (vectors and content payload)
                     shutil.rmtree(f, ignore_errors=True)
                 else:

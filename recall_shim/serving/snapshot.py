@@ -9,22 +9,104 @@ listed in ``serving_layers`` under its alias; then every statement that reads
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
-from recall_shim.errors import SnapshotIncomplete
+from recall_shim.errors import InvalidInput, SnapshotIncomplete, StorageFailure
+from recall_shim.common.paths import StorePaths, project_vars
 from recall_shim.common.sql import sql_ident, sql_literal
 
-__all__ = ["LAYER_TABLES", "SNAPSHOT_ORDER", "attach_snapshot", "connect_snapshot", "layer_alias", "snapshot_layers"]
+__all__ = ["PublishManifest", "attach_snapshot", "connect_snapshot",
+           "layer_alias", "published_snapshot", "read_manifest", "serving_tables", "snapshot_layers"]
 
-# tables of a delta snapshot that describe layers (not served as such)
-LAYER_TABLES = frozenset({"delta_memories", "delta_term_index", "memory_state", "serving_layers"})
-# the row order a base snapshot stores its big tables in (as the publish macro writes them)
-SNAPSHOT_ORDER = {"long_term_memory": "order by user_id", "memory_term_index": "order by user_id, term",
-                  "memory_term_stats": "order by user_id, term"}
+# a row order: column names, comma-separated (the same pattern as the var's rule in macros/vars.sql)
+_ORDER = re.compile(r"([a-z_]+(, [a-z_]+)*)?")
+
+
+def serving_tables() -> dict[str, str]:
+    """The tables a serving snapshot holds -> the ``order by`` clause its rows are stored in
+    (empty: any order): var ``serving_tables`` of dbt_project.yml, which the publish macro reads."""
+    raw = project_vars().get("serving_tables")
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) and _ORDER.fullmatch(v)
+                                            for k, v in raw.items()):
+        raise InvalidInput("var serving_tables in dbt_project.yml must map table names to column lists")
+    return {k: f"order by {v}" if v else "" for k, v in raw.items()}
+
+
+@dataclass(frozen=True)
+class PublishManifest:
+    """What the last publish wrote (the publish macro's ``serving_manifest``): the snapshot file
+    name, base or delta, why, the layer files it reads (itself last), when, and the dbt
+    invocation that wrote it."""
+
+    snapshot: str
+    kind: str
+    reason: str
+    layers: tuple[str, ...]
+    built_at: str
+    invocation_id: str
+
+
+def read_manifest(paths: StorePaths) -> PublishManifest | None:
+    """The store's serving manifest, or None when there is none or it cannot be read as one (a
+    torn file after a power cut: the snapshots' .ready markers still decide what is served).
+    The snapshot must be a plain ``snap-*.duckdb`` file name of the serving folder."""
+    try:
+        raw = json.loads((paths.serving / paths.layout.manifest).read_text(encoding="utf-8"))
+        m = PublishManifest(snapshot=str(raw["snapshot"]), kind=str(raw["kind"]), reason=str(raw["reason"]),
+                            layers=tuple(str(x) for x in raw["layers"]), built_at=str(raw["built_at"]),
+                            invocation_id=str(raw["invocation_id"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if (Path(m.snapshot).name != m.snapshot or not m.snapshot.startswith(paths.layout.snapshot_prefix)
+            or not m.snapshot.endswith(".duckdb")):
+        return None
+    return m
+
+
+def sync_manifest(paths: StorePaths) -> None:
+    """fsync the manifest and its folder (DuckDB's COPY renames a temporary file into place but
+    does not fsync it); a missing manifest is left alone."""
+    serving = paths.serving
+    try:
+        fd = os.open(serving / paths.layout.manifest, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dfd = os.open(serving, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def published_snapshot(paths: StorePaths, dbt_target: Path) -> Path | None:
+    """The snapshot the dbt run that just ended published: the serving manifest, when its
+    invocation id is that run's (``run_results.json`` in ``dbt_target``, dbt's own record of
+    the run), fsynced; None when that run published nothing. Caller holds the build lock."""
+    serving = paths.serving
+    try:
+        results = json.loads((dbt_target / "run_results.json").read_text(encoding="utf-8"))
+        invocation = str(results["metadata"]["invocation_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    manifest = read_manifest(paths)
+    if manifest is None or manifest.invocation_id != invocation or not (serving / manifest.snapshot).exists():
+        return None
+    try:
+        sync_manifest(paths)
+    except OSError as exc:
+        raise StorageFailure(f"cannot sync the serving manifest: {exc.strerror or exc}") from None
+    return serving / manifest.snapshot
 
 
 def layer_alias(file: str) -> str:

@@ -25,11 +25,12 @@ from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso, write_landing_file
 from recall_shim.write.limits import door_limits
 from recall_shim.common.locks import file_lock
-from recall_shim.common.paths import StorePaths, data_dir, project_dir
+from recall_shim.common.paths import CONTRACT_VARS, StorePaths, data_dir, project_dir
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader, prune_snapshots, update_index
 from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
+from recall_shim.serving.snapshot import published_snapshot
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
@@ -133,6 +134,8 @@ class MemoryStore(Store):
         if full_refresh:
             args.append("--full-refresh")
         if vars:
+            if CONTRACT_VARS & set(vars):
+                raise InvalidInput(f"vars {sorted(CONTRACT_VARS & set(vars))} are the project's layout (dbt_project.yml), not run settings")
             args += ["--vars", json.dumps(dict(vars))]
         if select:
             args += ["--select", select]
@@ -154,16 +157,16 @@ class MemoryStore(Store):
             proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
                                   pass_fds=(lock.fileno(),))
             output = proc.stdout + proc.stderr
-            snaps = [line.split("publishing serving snapshot ", 1)[1].strip()
-                     for line in output.splitlines() if "publishing serving snapshot " in line]
+            # what this run published: the manifest it wrote (not its log)
+            snap = published_snapshot(self.paths, self.paths.dbt_dir / "target") if proc.returncode == 0 else None
             index = None
-            if proc.returncode == 0 and snaps:
-                index, note = update_index(self.paths, Path(snaps[-1]))
+            if snap is not None:
+                index, note = update_index(self.paths, snap)
                 output += note
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
-        return BuildResult(snaps[-1] if snaps else None, output, time.monotonic() - started, index)
+        return BuildResult(str(snap) if snap is not None else None, output, time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
     def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:

@@ -22,11 +22,12 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from recall_shim.errors import BackendUnavailable, InvalidInput
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.sql import sql_ident
+from recall_shim.common.paths import project_vars
 
 __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "BUILD_LOCK_KEY"]
@@ -35,9 +36,31 @@ BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and
 _PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
-#: landing channel -> table (twin of the landing_table macro in macros/dialect.sql)
-LANDING_TABLES = {"messages": "session_log_landing", "access": "recall_access_landing",
-                  "forget": "forget_landing"}
+class _LandingTables(Mapping[str, str]):
+    """Landing channel -> table: var ``pg_landing_tables`` of dbt_project.yml, which the
+    ``landing_table`` macro (macros/dialect.sql) reads too; read when first used, checked like
+    macros/vars.sql checks it."""
+
+    def _tables(self) -> dict[str, str]:
+        raw = project_vars().get("pg_landing_tables")
+        if not isinstance(raw, dict) or sorted(raw) != ["access", "forget", "messages"] or not all(
+                isinstance(v, str) and _PG_NAME.fullmatch(v) for v in raw.values()):
+            raise InvalidInput("var pg_landing_tables in dbt_project.yml must map messages, access and forget"
+                               f" to PostgreSQL names ({_PG_NAME.pattern})")
+        return dict(raw)
+
+    def __getitem__(self, channel: str) -> str:
+        return self._tables()[channel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables())
+
+    def __len__(self) -> int:
+        return len(self._tables())
+
+
+#: landing channel -> table
+LANDING_TABLES: Mapping[str, str] = _LandingTables()
 
 MESSAGE_COLUMNS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content",
                     "content_invalid_utf8", "ts", "message_id", "landed_at", "door_reason", "landing_seq",

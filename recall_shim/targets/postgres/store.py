@@ -52,7 +52,7 @@ __all__ = ["PgMemoryStore"]
 _STAGE_ONE = "+int_memory_candidates recall_intents"
 _SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
                     "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars")
+                    "max_query_chars", "recall_episodes_by_default")
 _PG_WORK_ENV = "AGENT_MEMORY_PG_WORK_DIR"
 
 
@@ -75,6 +75,8 @@ class _Reader:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
         self._settings: RecallSettings | None = None
+        # a recall without kinds includes episodes: the build's published setting (set with settings)
+        self.episodes_by_default = True
 
     def reset(self) -> None:
         self._settings = None
@@ -87,6 +89,7 @@ class _Reader:
             if "recall" not in by_name:
                 raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
             values = dict(zip(_SETTING_COLUMNS, by_name["recall"]))
+            self.episodes_by_default = bool(values["recall_episodes_by_default"])
             sim = by_name.get("similarity_distribution")
             self._settings = RecallSettings(
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
@@ -357,7 +360,7 @@ class PgMemoryStore(Store):
                 return None
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
                 return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
-                                        kinds=kinds, episodes_by_default="kind != 'episode'" not in s.sql_text,
+                                        kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
                                         dim=s.embedding_dim, strength_weight=s.strength_weight,
                                         question_weight=s.question_episode_weight)
         return self._read(run)
