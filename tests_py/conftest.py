@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,24 @@ from recall_shim import BackendUnavailable, LocalPostgres, MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_LOG = ROOT / "demo" / "session_log.jsonl"
+
+# The slowest files, slowest first (wall seconds of one file alone, 2026-12-01). scripts/test.sh
+# runs `--dist loadfile --no-loadscope-reorder`: xdist hands whole files to the two workers in
+# collection order, so these start first and the many short files fill the gaps at the end (a
+# long file handed out last leaves the other worker idle). Only the order changes, never a test.
+SLOW_FIRST = (
+    "test_security_disk_failures.py", "test_serving_layers.py", "test_security_races.py",
+    "test_incremental.py", "test_retention.py", "test_hybrid_index.py", "test_postgres.py",
+    "test_crash_safety.py", "test_forget.py", "test_llm_extraction.py", "test_index_append.py",
+    "test_terms_incremental.py", "test_postgres_serving.py", "test_server.py", "test_index.py",
+    "test_security_forget_scope.py", "test_concurrency.py", "test_postgres_index.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the files of SLOW_FIRST first (a stable sort: the order within a file is kept)."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))
 
 
 def start_postgres(server: LocalPostgres) -> Any:
@@ -42,6 +61,19 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
     store.ingest(DEMO_LOG)
     store.build()
     return store
+
+
+def copy_store(db: Path, dest: Path) -> Path:
+    """Copy every file of the built store named by ``db`` (warehouse, inbox, serving snapshots and
+    index, audit; not its dbt target folder) into folder ``dest``; returns the copy's path. Far
+    cheaper than building the same store again: tests that change a store work on a copy of a
+    module's built template, tests that only read share the template."""
+    dest.mkdir(parents=True, exist_ok=True)
+    stem = db.with_suffix("").name
+    for p in db.parent.iterdir():
+        if p.name.startswith(stem) and not p.name.endswith(".dbt"):
+            (shutil.copytree if p.is_dir() else shutil.copy2)(p, dest / p.name)
+    return dest / db.name
 
 
 @pytest.fixture()

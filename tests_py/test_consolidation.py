@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from recall_shim import MemoryStore
 
 from .conftest import query
@@ -41,34 +43,46 @@ def test_repeats_are_one_memory_and_slots_supersede(fresh_store: MemoryStore) ->
     assert "User lives in Lyon" not in [h.content for h in hits]
 
 
-def test_episodes_are_recalled_and_filterable(fresh_store: MemoryStore) -> None:
-    _say(fresh_store, "bo", [
+# users bo and cy, built once with the default vars (each test reads only its own user)
+SAID = {
+    "bo": [
         ("s1", "2026-05-01 10:00:00", "Big news: we adopted a beagle puppy yesterday and named him Biscuit."),
         ("s1", "2026-05-01 10:01:00", "ok thanks"),
         ("s2", "2026-05-02 10:00:00", "How often should a puppy eat?"),
-    ])
-    fresh_store.build()
-    kinds = dict(query(fresh_store, "select content, kind from long_term_memory where user_id = 'bo'"))
-    assert kinds["Big news: we adopted a beagle puppy yesterday and named him Biscuit."] == "episode"
-    assert "ok thanks" not in kinds  # too short to be an episode (episode_min_terms)
-    hits = fresh_store.recall("what is the dog called?", user_id="bo", min_sim=-1, record_access=False)
-    assert hits[0].content.startswith("Big news") and hits[0].source_message_ids == ["bo-s1-1"]
-    assert fresh_store.recall("what is the dog called?", user_id="bo", min_sim=-1, kinds=["fact"],
-                              record_access=False) == []
-    flags = dict(query(fresh_store, "select content, is_question from long_term_memory where user_id = 'bo'"))
-    assert flags["How often should a puppy eat?"] is True
-
-
-def test_lexical_leg_and_term_index(fresh_store: MemoryStore) -> None:
-    _say(fresh_store, "cy", [
+    ],
+    "cy": [
         ("s1", "2026-06-01 10:00:00", "My licence plate is QX-4471-ZT, please remember it for the parking form."),
         ("s1", "2026-06-01 10:02:00", "We drove to the coast last weekend and parked near the harbour."),
         ("s2", "2026-06-02 10:00:00", "我的车牌号是京A12345，停车的时候要用。"),
-    ])
-    fresh_store.build()
-    terms = {r[0] for r in query(fresh_store, "select term from memory_term_index where user_id = 'cy'")}
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def said_store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
+    store = MemoryStore(tmp_path_factory.mktemp("said") / "said.duckdb")
+    for user, rows in SAID.items():
+        _say(store, user, rows)
+    store.build()
+    return store
+
+
+def test_episodes_are_recalled_and_filterable(said_store: MemoryStore) -> None:
+    kinds = dict(query(said_store, "select content, kind from long_term_memory where user_id = 'bo'"))
+    assert kinds["Big news: we adopted a beagle puppy yesterday and named him Biscuit."] == "episode"
+    assert "ok thanks" not in kinds  # too short to be an episode (episode_min_terms)
+    hits = said_store.recall("what is the dog called?", user_id="bo", min_sim=-1, record_access=False)
+    assert hits[0].content.startswith("Big news") and hits[0].source_message_ids == ["bo-s1-1"]
+    assert said_store.recall("what is the dog called?", user_id="bo", min_sim=-1, kinds=["fact"],
+                             record_access=False) == []
+    flags = dict(query(said_store, "select content, is_question from long_term_memory where user_id = 'bo'"))
+    assert flags["How often should a puppy eat?"] is True
+
+
+def test_lexical_leg_and_term_index(said_store: MemoryStore) -> None:
+    terms = {r[0] for r in query(said_store, "select term from memory_term_index where user_id = 'cy'")}
     assert {"qx", "4471", "zt", "licence", "plate", "车牌", "牌号"} <= terms
-    hit = fresh_store.recall("QX-4471-ZT", user_id="cy", min_sim=-1, top_k=1, record_access=False)[0]
+    hit = said_store.recall("QX-4471-ZT", user_id="cy", min_sim=-1, top_k=1, record_access=False)[0]
     assert "QX-4471-ZT" in hit.content and hit.lexical_score > 0
-    zh = fresh_store.recall("车牌号是多少", user_id="cy", min_sim=-1, top_k=1, record_access=False)[0]
+    zh = said_store.recall("车牌号是多少", user_id="cy", min_sim=-1, top_k=1, record_access=False)[0]
     assert "京A12345" in zh.content and zh.lexical_score > 0

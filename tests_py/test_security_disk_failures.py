@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from recall_shim import MemoryStore
 from recall_shim.common.locks import file_lock
 from recall_shim.serving.reader import prune_snapshots
 
+from .conftest import copy_store
 from .test_forget import files_containing
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
@@ -51,16 +51,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store.recall("where does the user live?", user_id="gone", min_sim=-1)  # an access event of "gone"
     store.close()
     return store.paths.db
-
-
-def copy_store(db: Path, dest: Path) -> Path:
-    """Copy every file of the store named by ``db`` into folder ``dest``; returns the new path."""
-    dest.mkdir(parents=True, exist_ok=True)
-    stem = db.with_suffix("").name
-    for p in db.parent.iterdir():
-        if p.name.startswith(stem) and not p.name.endswith(".dbt"):
-            (shutil.copytree if p.is_dir() else shutil.copy2)(p, dest / p.name)
-    return dest / db.name
 
 
 @contextlib.contextmanager

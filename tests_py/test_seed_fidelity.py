@@ -6,8 +6,9 @@ from recall_shim import MemoryStore
 
 
 def test_seed_fidelity_dbt_tests_pass(fresh_store: MemoryStore) -> None:
-    fresh_store.build()  # unit tests read upstream relations' column types: they must exist
-    res = fresh_store.build(command="test", select="tag:seed_fidelity test_type:unit")
+    # one dbt build runs them: the data tests after the models they read, and each unit test after
+    # the upstream relations whose column types it reads
+    res = fresh_store.build()
     # 3 seed fidelity tests (ranking 0.996/0.444/0.351, multi-recall groups, decay and
     # reinforcement) + 3 unit tests (extraction rules, decay fold, recall ranking).
     assert "PASS=" in res.output

@@ -18,7 +18,7 @@ from recall_shim.errors import SnapshotIncomplete
 from recall_shim.serving.reader import ready_snapshots
 from recall_shim.serving.snapshot import connect_snapshot
 
-from .conftest import query
+from .conftest import copy_store, query
 from .test_forget import files_containing, tables_containing
 
 # strength as of tomorrow: the recall events the tests land now reinforce, and every build of a test
@@ -103,10 +103,31 @@ def _recall_all(store: MemoryStore) -> list:
     return out
 
 
-def test_deltas_serve_the_warehouse_and_recall_like_a_base(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "s.duckdb")
-    _land(store, _base_rows())
-    base, kind, base_secs = _build(store)
+# u2's marker memory in the base: test_forget_leaves_nothing_in_any_layer forgets u2
+ZB = ("u2", "zb", "2026-03-01 11:00:00", "I prefer zanzibarian marmalade every morning.")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, float]:
+    """The base rows (and u2's marker) built once: its warehouse, first snapshot (a base), kind line
+    and publish seconds. Every test builds on a copy of it (``_copy``)."""
+    store = MemoryStore(tmp_path_factory.mktemp("layers") / "s.duckdb")
+    _land(store, [*_base_rows(), ZB])
+    base, kind, secs = _build(store)
+    store.close()
+    return store.paths.db, base.name, kind, secs
+
+
+def _copy(template: tuple[Path, str, str, float], tmp_path: Path) -> tuple[MemoryStore, Path]:
+    """A copy of the template store and the path of its base snapshot in the copy."""
+    store = MemoryStore(copy_store(template[0], tmp_path))
+    return store, store.paths.serving / template[1]
+
+
+def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path, str, str, float],
+                                                           tmp_path: Path) -> None:
+    store, base = _copy(template, tmp_path)
+    kind, base_secs = template[2], template[3]
     assert kind.startswith("base (no previous snapshot)")
     assert [r[5] for r in _layers(base)] == ["base"]
     _assert_serves_warehouse(store, base)
@@ -161,10 +182,8 @@ def test_deltas_serve_the_warehouse_and_recall_like_a_base(tmp_path: Path) -> No
     print(f"publish hook: base {base_secs:.2f}s, delta {delta_secs:.2f}s")
 
 
-def test_compaction_prune_and_missing_layers(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "s.duckdb")
-    _land(store, _base_rows())
-    base, kind, _ = _build(store)
+def test_compaction_prune_and_missing_layers(template: tuple[Path, str, str, float], tmp_path: Path) -> None:
+    store, base = _copy(template, tmp_path)
     chain = [base]
     for _ in range(2):  # no new messages: deltas of zero memories (strengths only)
         snap, kind, _ = _build(store, serving_max_layers=3)
@@ -219,11 +238,8 @@ def test_compaction_prune_and_missing_layers(tmp_path: Path) -> None:
     assert ready_snapshots(store.paths)[-1] == snap
 
 
-def test_forget_leaves_nothing_in_any_layer(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "s.duckdb")
-    rows = _base_rows()
-    _land(store, [*rows, ("u2", "zb", "2026-03-01 11:00:00", "I prefer zanzibarian marmalade every morning.")])
-    _build(store)
+def test_forget_leaves_nothing_in_any_layer(template: tuple[Path, str, str, float], tmp_path: Path) -> None:
+    store, _ = _copy(template, tmp_path)
     _land(store, [("u2", "zd", "2026-03-08 09:00:00", "I prefer quixotical lemonade every evening.")])
     d1, kind, _ = _build(store)
     assert kind.startswith("delta")
