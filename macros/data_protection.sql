@@ -1,12 +1,43 @@
 {#- Data protection: forget tombstones, per-user analyst macros (docs/data_protection.md). -#}
 
+{#- The forget tombstones these conditions read (argument `tombstones`): a relation or CTE with
+    columns scope, user_id, memory_id, message_id and forgotten_at (a timestamp), e.g.
+    ref('stg_forget_requests'), or landed_tombstones(source('landing', 'forget')) in staging (a
+    staging model does not read another staging model). The caller passes it, so that the model's
+    file shows what it reads. -#}
+
+{#- The tombstones as landed, typed like stg_forget_requests (its landing schema:
+    forget_landing_columns), for the staging models that drop forgotten rows as they load. -#}
+{% macro landed_tombstones(landing) -%}
+    select
+        scope,
+        user_id,
+        memory_id,
+        message_id,
+        {{ try_cast_text('forgotten_at', 'timestamp') }} as forgotten_at
+    from {{ landing_rows(landing, forget_landing_columns()) }} as landed
+    where tombstone_id is not null
+{%- endmacro %}
+
+{#- The landing schema of forget tombstones (recall_shim/forget/tombstones.py writes them). -#}
+{% macro forget_landing_columns() -%}
+{{ return({
+    'tombstone_id': 'VARCHAR',
+    'scope': 'VARCHAR',
+    'user_id': 'VARCHAR',
+    'memory_id': 'VARCHAR',
+    'message_id': 'VARCHAR',
+    'forgotten_at': 'VARCHAR',
+}) }}
+{%- endmacro %}
+
 {#- SQL condition: the row of user `user_expr` that landed at `landed_expr` was forgotten (a user
     tombstone whose forgotten_at is at or after the time the row landed). Ids are compared as
     landed and trimmed, like forget's physical purge. -#}
-{% macro is_forgotten_user_row(user_expr, landed_expr) -%}
+{% macro is_forgotten_user_row(tombstones, user_expr, landed_expr) -%}
 exists (
     select 1
-    from {{ ref('stg_forget_requests') }} as forgotten
+    from {{ tombstones }} as forgotten
     where forgotten.scope = 'user'
       and (forgotten.user_id = {{ user_expr }} or forgotten.user_id = trim({{ user_expr }}))
       and {{ try_cast_text(landed_expr, 'timestamp') }} <= forgotten.forgotten_at
@@ -17,16 +48,16 @@ exists (
     `kind_expr` and `content_expr` (a memory row) a memory of the current id scheme is also
     forgotten when its owner has a tombstone for the id the same memory had in the legacy scheme
     (a store migrated by --full-refresh keeps its tombstones; macros/identity.sql). -#}
-{% macro is_forgotten_memory(memory_id_expr, user_expr=none, kind_expr=none, content_expr=none) -%}
+{% macro is_forgotten_memory(tombstones, memory_id_expr, user_expr=none, kind_expr=none, content_expr=none) -%}
 ({{ memory_id_expr }} in (
     select forgotten.memory_id
-    from {{ ref('stg_forget_requests') }} as forgotten
+    from {{ tombstones }} as forgotten
     where forgotten.scope = 'memory'
 )
 {%- if user_expr is not none %}
 or (not {{ is_legacy_memory_id(memory_id_expr) }} and exists (
     select 1
-    from {{ ref('stg_forget_requests') }} as forgotten
+    from {{ tombstones }} as forgotten
     where forgotten.scope = 'memory'
       and forgotten.user_id = {{ user_expr }}
       and forgotten.memory_id = {{ legacy_memory_id_key(user_expr, kind_expr, normalised_content(content_expr)) }}
@@ -39,10 +70,10 @@ or (not {{ is_legacy_memory_id(memory_id_expr) }} and exists (
     by forget for every message it removed, so that a replayed row (same user and message_id,
     landed after the forget) is dropped at the build, not loaded and not kept as a reject. User
     ids are compared as in is_forgotten_user_row. -#}
-{% macro is_forgotten_message(user_expr, id_exprs) -%}
+{% macro is_forgotten_message(tombstones, user_expr, id_exprs) -%}
 {%- set key -%}
     (select {{ message_key('forgotten.user_id', 'forgotten.message_id') }}
-     from {{ ref('stg_forget_requests') }} as forgotten where forgotten.scope = 'message')
+     from {{ tombstones }} as forgotten where forgotten.scope = 'message')
 {%- endset -%}
 {#- one composite key per form, so that each test is a hash semi-join (a store may hold many
     message tombstones); coalesce: a row without user id is never forgotten by id -#}

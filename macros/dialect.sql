@@ -1,28 +1,44 @@
 {#- Small SQL pieces that differ between the targets (docs/scaling_out.md). Each dispatches to
     duckdb__<name> (today's DuckDB SQL) or postgres__<name> (PostgreSQL 16 + pgvector). -#}
 
-{#- The raw rows writers landed in one landing channel, with a _landing_file column.
-    channel: 'messages' | 'access'; columns: {name: DuckDB type} of the landing schema;
+{#- The raw rows writers landed in one landing source table, with a _landing_file column.
+    landing: source('landing', <table>) (models/staging/landing/_landing__sources.yml), called in
+    the model so that the DAG shows it; columns: {name: DuckDB type} of the landing schema;
     relation: the incremental model itself (only files it has not loaded are read) or none.
-    DuckDB: the channel's immutable JSONL files; PostgreSQL: the table <channel>_landing in the
-    target schema that writers INSERT into through ordinary transactions (recall_shim/targets/postgres/server.py);
-    the model's own anti-join skips rows it already loaded. -#}
-{% macro landing_rows(channel, columns, relation=none) -%}
-  {{ return(adapter.dispatch('landing_rows')(channel, columns, relation)) }}
+    DuckDB: the immutable JSONL files of the table's folder <store>.inbox/<table>/ (paths quoted by
+    sql_literal/glob_escape, macros/store_paths.sql); PostgreSQL: the source relation, the landing
+    table in the target schema that writers INSERT into through ordinary transactions
+    (recall_shim/targets/postgres/server.py reads their identifiers from the sources file); the model's own anti-join skips rows it already loaded. -#}
+{% macro landing_rows(landing, columns, relation=none) -%}
+  {{ return(adapter.dispatch('landing_rows')(landing, columns, relation)) }}
 {%- endmacro %}
 
-{% macro duckdb__landing_rows(channel, columns, relation=none) -%}
-{{ read_landing(channel, columns, new_landing_files(channel, relation) if relation is not none else none) }}
+{% macro duckdb__landing_rows(landing, columns, relation=none) -%}
+{%- set folder = landing_folder(landing) -%}
+{{ read_landing(folder, columns, new_landing_files(folder, relation) if relation is not none else none) }}
 {%- endmacro %}
 
-{% macro postgres__landing_rows(channel, columns, relation=none) -%}
-{{ target.schema }}.{{ landing_table(channel) }}
+{% macro postgres__landing_rows(landing, columns, relation=none) -%}
+{{ landing }}
 {%- endmacro %}
 
-{#- Name of the PostgreSQL landing table of a channel: var pg_landing_tables (dbt_project.yml),
-    which recall_shim/targets/postgres/server.py reads too. -#}
-{% macro landing_table(channel) -%}
-{{ name_map_var('pg_landing_tables')[channel] }}
+{#- The DuckDB landing folder of a landing source relation: var store_layout's name for its table
+    in the 'landing' source (the relation itself carries only the PostgreSQL identifier). -#}
+{% macro landing_folder(landing) -%}
+  {%- if execute -%}
+    {%- for node in graph.sources.values()
+        if node.package_name == project_name and node.source_name == 'landing'
+        and node.identifier == landing.identifier -%}
+      {{ return(store_layout(node.name)) }}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error('not a landing source table: ' ~ landing) }}
+  {%- endif -%}
+  {{ return(landing.identifier) }}
+{%- endmacro %}
+
+{#- Freshness of a landing source table (its loaded_at_query): the newest landed_at. -#}
+{% macro landing_loaded_at(landing) -%}
+select max({{ try_cast_text('landed_at', 'timestamptz') }}) from {{ landing_rows(landing, {'landed_at': 'VARCHAR'}) }} as landed
 {%- endmacro %}
 
 {#- expr cast to type, or NULL when the text is not a valid value of type. -#}

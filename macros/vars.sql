@@ -16,7 +16,7 @@
       timestamp_var(name)   none, or 'YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]' that is a real date,
                             as 'YYYY-MM-DD HH:MM:SS[.ffffff]'; as_of_timestamp() quotes it
       name_map_var(name)    a mapping with exactly the rule's keys, each value a string matching
-                            its pattern (names: store_layout, serving_tables, pg_landing_tables)
+                            its pattern (names: store_layout, serving_tables)
       sql_literal(value)    any string as a quoted SQL literal (quotes doubled, NUL refused)
       sql_string_list(vals) a list of strings, each through sql_literal
       glob_escape(path)     a path as a DuckDB glob that matches only itself (* ? [ escaped)
@@ -96,7 +96,6 @@
       'serving_tables': {'kind': 'name_map', 'pattern': '([a-z_]+(, [a-z_]+)*)?',
                          'keys': ['long_term_memory', 'memory_term_index', 'memory_term_stats', 'recall_queries',
                                   'recall_index_settings']},
-      'pg_landing_tables': {'kind': 'name_map', 'pattern': '[a-z_][a-z0-9_]{0,62}', 'keys': ['messages', 'access', 'forget']},
   }) -}}
 {%- endmacro %}
 

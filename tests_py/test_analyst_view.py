@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -67,6 +68,34 @@ def test_docs_document_the_lineage_to_every_mart_and_exposure(docs: Path) -> Non
         assert exposure["description"].strip() and exposure["owner"]["name"]
         assert session_log in _ancestors(manifest["parent_map"], key), key
     assert "doc.agent_memory.__overview__" in manifest["docs"]
+
+
+def test_the_dag_shows_the_data(docs: Path) -> None:
+    """Landing data enters through sources; refs live in model files; layers read only downward."""
+    manifest = json.loads((docs / "manifest.json").read_text())
+    models = {k: n for k, n in manifest["nodes"].items() if n["resource_type"] == "model"}
+    layer = {k: n["path"].split("/")[0] for k, n in models.items()}
+    assert {s["name"] for s in manifest["sources"].values() if s["source_name"] == "landing"} == {
+        "messages", "access", "forget"}
+    for key, node in models.items():
+        parents = node["depends_on"]["nodes"]
+        if layer[key] == "staging":
+            assert any(p.startswith("source.agent_memory.landing.") for p in parents), key
+            assert [p for p in parents if layer.get(p) == "staging"] == [], key
+        if layer[key] == "intermediate":
+            assert [p for p in parents if layer.get(p) in ("marts", "serving")] == [], key
+    serving = {n["name"] for k, n in models.items() if layer[k] == "serving"}
+    assert serving == {"memory_term_index", "memory_term_stats", "recall_queries", "recall_index_settings",
+                       "saved_recall_results"}
+    # serving tables keep the warehouse schema the shim opens them in
+    assert {n["schema"] for n in models.values()} == {"main"}
+    # macros take relations as arguments (macros/recall.sql aside); comments may name a ref
+    for path in sorted((ROOT / "macros").glob("*.sql")):
+        if path.name != "recall.sql":
+            assert "ref(" not in re.sub(r"\{#.*?#\}", "", path.read_text(), flags=re.DOTALL), path.name
+    # no post-hook deletes or updates rows of long_term_memory
+    ltm = models["model.agent_memory.long_term_memory"]
+    assert not any(("delete" in h["sql"] or "update" in h["sql"]) for h in ltm["config"]["post-hook"])
 
 
 def _analysis(docs: Path, store: MemoryStore, name: str) -> list[tuple]:

@@ -21,7 +21,7 @@ import yaml
 from recall_shim import MemoryStore
 from recall_shim.errors import InvalidInput
 from recall_shim.common.paths import PROJECT_ENV, StorePaths, project_vars, store_layout
-from recall_shim.targets.postgres.server import LANDING_TABLES
+from recall_shim.targets.postgres.server import LANDING_SOURCES, LANDING_TABLES
 from recall_shim.serving.snapshot import published_snapshot, read_manifest, serving_tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,9 @@ def test_python_reads_the_shipped_definition(monkeypatch: pytest.MonkeyPatch) ->
     shipped = yaml.safe_load((ROOT / "dbt_project.yml").read_text(encoding="utf-8"))["vars"]
     assert project_vars()["store_layout"] == shipped["store_layout"]
     assert vars(store_layout()) == shipped["store_layout"]
-    assert dict(LANDING_TABLES) == shipped["pg_landing_tables"]
+    sources = yaml.safe_load((ROOT / LANDING_SOURCES).read_text(encoding="utf-8"))["sources"]
+    assert dict(LANDING_TABLES) == {t["name"]: t["identifier"] for s in sources if s["name"] == "landing"
+                                    for t in s["tables"]}
     assert set(serving_tables()) == set(shipped["serving_tables"])
     assert serving_tables()["memory_term_index"] == f"order by {shipped['serving_tables']['memory_term_index']}"
     paths = StorePaths.of("/tmp/contract-check/s.duckdb")
@@ -100,14 +102,15 @@ def test_python_reads_the_shipped_definition(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_no_second_copy_of_a_layout_name() -> None:
-    """The names of var store_layout / pg_landing_tables appear as quoted literals in no module
+    """The names of var store_layout and the landing tables' identifiers appear as quoted literals in no module
     or macro: each side reads the one definition."""
     shipped = yaml.safe_load((ROOT / "dbt_project.yml").read_text(encoding="utf-8"))["vars"]
     names = [v for k, v in shipped["store_layout"].items()
              if k not in ("messages", "access", "forget", "snapshot_prefix", "ready")]
-    names += list(shipped["pg_landing_tables"].values())
+    sources = yaml.safe_load((ROOT / LANDING_SOURCES).read_text(encoding="utf-8"))["sources"]
+    names += [t["identifier"] for s in sources if s["name"] == "landing" for t in s["tables"]]
     offenders = []
-    for f in [*sorted((ROOT / "recall_shim").glob("*.py")), *sorted((ROOT / "macros").glob("*.sql"))]:
+    for f in [*sorted((ROOT / "recall_shim").rglob("*.py")), *sorted((ROOT / "macros").glob("*.sql"))]:
         text = f.read_text(encoding="utf-8")
         for name in names:
             if re.search(rf"""["']{re.escape(name)}["']""", text):

@@ -6,7 +6,7 @@
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with new_messages as (
-    {{ new_messages_to_extract(string_list_var('episode_roles')) }}
+    {{ new_messages_to_extract(ref('int_messages_validated'), string_list_var('episode_roles')) }}
 ),
 
 messages as (

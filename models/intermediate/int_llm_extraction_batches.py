@@ -42,7 +42,7 @@ def model(dbt, session):
         "llm_kinds": dbt.config.get("llm_kinds"),
     })
     roles = dbt.config.get("extract_roles")
-    messages = dbt.ref("session_messages")
+    messages = dbt.ref("int_messages_validated")
     pending = []
     if config.enabled:
         done = set()
@@ -51,7 +51,7 @@ def model(dbt, session):
                 f"select distinct unnest(message_ids) from {dbt.this} where status = 'ok'"
             ).fetchall()}
         role_list = ", ".join(sql_literal(str(r)) for r in roles or ["user"])
-        rows = (messages.filter(f"role in ({role_list})")
+        rows = (messages.filter(f"reject_reason is null and role in ({role_list})")
                 .order("user_id, message_at, message_id")
                 .project("message_id, user_id, content")
                 .fetchall())

@@ -208,7 +208,8 @@ superseded as (
                     )
         end as valid_to
     from merged as mg
-    where not {{ is_forgotten_memory('mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
+    where not {{ is_forgotten_memory(
+        ref('stg_forget_requests'), 'mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
 ),
 
 written as (

@@ -6,7 +6,7 @@
 {{ config(materialized='incremental', incremental_strategy='append') }}
 
 with messages as (
-    {{ new_messages_to_extract(string_list_var('extract_roles')) }}
+    {{ new_messages_to_extract(ref('int_messages_validated'), string_list_var('extract_roles')) }}
 ),
 
 sentences as (

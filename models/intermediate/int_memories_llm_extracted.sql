@@ -34,7 +34,9 @@ per_source as (
 ),
 
 messages as (
-    select * from {{ ref('session_messages') }}
+    select *
+    from {{ ref('int_messages_validated') }}
+    where reject_reason is null
 )
 
 select

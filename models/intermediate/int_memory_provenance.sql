@@ -28,6 +28,6 @@ select
     ) as agent_ids,
     max(s.consolidated_at) as consolidated_at
 from sources as s
-inner join {{ ref('session_messages') }} as m
-    on m.user_id = s.user_id and m.message_id = s.message_id
+inner join {{ ref('int_messages_validated') }} as m
+    on m.user_id = s.user_id and m.message_id = s.message_id and m.reject_reason is null
 group by s.memory_id

@@ -1,26 +1,29 @@
 {#- One row per memory (current and superseded): what an agent can recall about a user. Memories
     the retention policy archived or dropped (int_memory_retention) are not here.
-    Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): a build
-    writes only the memories int_memories_consolidated wrote since the last run (consolidated_at)
-    and kept memories missing here; then two linear passes without copying any embedding: a
-    delete of the memories that are gone or no longer kept, and an update of every row's
-    strength columns from int_memory_strength (decay moves every strength every day). -#}
+    Incremental (merge on memory_id; docs/serving.md "Incremental builds"): the source holds one
+    row per kept memory, with its content columns only where int_memories_consolidated wrote the
+    memory since the last run (consolidated_at) or the memory is missing here; then one merge,
+    without copying any unchanged embedding: written memories are inserted or replaced, every
+    other row gets its strength columns from int_memory_strength (decay moves every strength every
+    day), and rows no longer kept (gone, archived, dropped) are deleted. -#}
 {{ config(
     materialized=incremental_materialization(),
-    incremental_strategy='delete+insert',
+    incremental_strategy='merge',
     unique_key='memory_id',
-    post_hook=[
-      "delete from {{ this }} where memory_id not in (
-          select r.memory_id from {{ ref('int_memory_retention') }} as r where r.retention_action = 'keep')",
-      "update {{ this }} as t
-          set strength = s.strength, last_accessed = s.last_accessed, access_count = s.access_count,
-              strength_as_of = s.strength_as_of
-          from {{ ref('int_memory_strength') }} as s
-          where s.memory_id = t.memory_id",
-    ],
+    merge_clauses={
+        'when_matched': [
+            {'condition': 'DBT_INTERNAL_SOURCE.consolidated_at is not null', 'action': 'update', 'mode': 'by_name'},
+            {'action': 'update', 'mode': 'explicit',
+             'update': {'include': ['strength', 'last_accessed', 'access_count', 'strength_as_of']}},
+        ],
+        'when_not_matched': [
+            {'action': 'insert', 'mode': 'by_name'},
+            {'by': 'source', 'action': 'delete'},
+        ],
+    },
 ) }}
 
-with memories as (
+with written as (
     select * from {{ ref('int_memories_consolidated') }}
     {% if is_incremental() %}
         where consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
@@ -28,12 +31,18 @@ with memories as (
     {% endif %}
 ),
 
+kept as (
+    select memory_id
+    from {{ ref('int_memory_retention') }}
+    where retention_action = 'keep'
+),
+
 strengths as (
     select * from {{ ref('int_memory_strength') }}
 )
 
 select
-    m.memory_id,
+    k.memory_id,
     m.user_id,
     m.kind,
     m.slot,
@@ -54,8 +63,12 @@ select
     p.session_ids,
     p.agent_ids,
     m.consolidated_at
-from memories as m
-inner join strengths as s using (memory_id)
-inner join {{ ref('int_memory_retention') }} as r using (memory_id)
-left join {{ ref('int_memory_provenance') }} as p using (memory_id)
-where r.retention_action = 'keep'
+from kept as k
+inner join strengths as s on s.memory_id = k.memory_id
+{% if is_incremental() -%}
+    -- a kept memory this run did not write: only its strength columns are merged
+    left join written as m on m.memory_id = k.memory_id
+{%- else -%}
+    inner join written as m on m.memory_id = k.memory_id
+{%- endif %}
+left join {{ ref('int_memory_provenance') }} as p on p.memory_id = m.memory_id

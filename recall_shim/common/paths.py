@@ -29,7 +29,7 @@ from recall_shim.errors import InvalidInput, InvalidStorePath
 
 PROJECT_ENV = "AGENT_MEMORY_PROJECT"
 #: vars both sides read from dbt_project.yml: a run's --vars must not change them (the shim would disagree)
-CONTRACT_VARS = frozenset({"store_layout", "pg_landing_tables"})
+CONTRACT_VARS = frozenset({"store_layout"})
 
 
 # a wheel carries a copy of the dbt project in recall_shim/project/ (setup.py says which files)

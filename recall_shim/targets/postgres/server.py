@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from recall_shim.errors import BackendUnavailable, InvalidInput
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.sql import sql_ident
-from recall_shim.common.paths import project_vars
+from recall_shim.common.paths import project_dir
 
 __all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "BUILD_LOCK_KEY"]
@@ -36,18 +36,27 @@ BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and
 _PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
+#: where the landing source is declared; its tables' identifiers are the PostgreSQL landing tables
+LANDING_SOURCES = Path("models") / "staging" / "landing" / "_landing__sources.yml"
+
+
 class _LandingTables(Mapping[str, str]):
-    """Landing channel -> table: var ``pg_landing_tables`` of dbt_project.yml, which the
-    ``landing_table`` macro (macros/dialect.sql) reads too; read when first used, checked like
-    macros/vars.sql checks it."""
+    """Landing channel -> table: the ``identifier`` of each table of the ``landing`` source
+    (models/staging/landing/_landing__sources.yml), the one definition dbt's ``source()`` reads
+    too; read when first used and checked."""
 
     def _tables(self) -> dict[str, str]:
-        raw = project_vars().get("pg_landing_tables")
-        if not isinstance(raw, dict) or sorted(raw) != ["access", "forget", "messages"] or not all(
-                isinstance(v, str) and _PG_NAME.fullmatch(v) for v in raw.values()):
-            raise InvalidInput("var pg_landing_tables in dbt_project.yml must map messages, access and forget"
-                               f" to PostgreSQL names ({_PG_NAME.pattern})")
-        return dict(raw)
+        import yaml  # a dependency of dbt-core
+
+        path = project_dir() / LANDING_SOURCES
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tables = {t.get("name"): t.get("identifier") for s in doc.get("sources") or [] if s.get("name") == "landing"
+                  for t in s.get("tables") or []}
+        if sorted(tables) != ["access", "forget", "messages"] or not all(
+                isinstance(v, str) and _PG_NAME.fullmatch(v) for v in tables.values()):
+            raise InvalidInput(f"{path}: source landing must declare messages, access and forget, each with an"
+                               f" identifier that is a PostgreSQL name ({_PG_NAME.pattern})")
+        return tables
 
     def __getitem__(self, channel: str) -> str:
         return self._tables()[channel]

@@ -1,15 +1,14 @@
 {#- The raw session log: every row any writer landed, exactly as it landed (all text), loaded
-    incrementally from the immutable landing files (PostgreSQL: the landing table, see the
-    landing_rows macro). Nothing is judged here; only rows of a forgotten user landed before
-    the forget, and replays of forgotten messages (user_id, message_id; either form of a
-    derived id, macros/identity.sql), are never loaded (stg_forget_requests). door_reason is set
-    on rows the writer's door refused (recall_shim/write/door.py); NULL on rows landed before the door
-    existed. -#}
-{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
-
-with landed as (
+    incrementally from the landing source (DuckDB: the immutable landing files; PostgreSQL: the
+    landing table; see the landing_rows macro). Nothing is judged here; only rows of a forgotten
+    user landed before the forget, and replays of forgotten messages (user_id, message_id; either
+    form of a derived id, macros/identity.sql), are never loaded (the forget tombstones, read from
+    their landing source: a staging model reads no other staging model). door_reason is set on
+    rows the writer's door refused (recall_shim/write/door.py); NULL on rows landed before the door
+    existed. Incremental (append), the folder's materialization. -#}
+with source as (
     select *
-    from {{ landing_rows('messages', {
+    from {{ landing_rows(source('landing', 'messages'), {
         'landing_id': 'VARCHAR',
         'user_id': 'VARCHAR',
         'session_id': 'VARCHAR',
@@ -24,6 +23,10 @@ with landed as (
         'door_reason': 'VARCHAR',
         'landing_seq': 'VARCHAR',
     }, this if is_incremental() else none) }}
+),
+
+tombstones as (
+    {{ landed_tombstones(source('landing', 'forget')) }}
 ),
 
 renamed as (
@@ -44,10 +47,10 @@ renamed as (
         _landing_file as landing_file,
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at,
         row_number() over (partition by landing_id order by _landing_file) as landing_copy
-    from landed
+    from source as landed
     where landing_id is not null
-        and not {{ is_forgotten_user_row('landed.user_id', 'landed.landed_at') }}
-        and not {{ is_forgotten_message('landed.user_id', [
+        and not {{ is_forgotten_user_row('tombstones', 'landed.user_id', 'landed.landed_at') }}
+        and not {{ is_forgotten_message('tombstones', 'landed.user_id', [
             resolved_message_id('landed.', true), resolved_message_id('landed.', false)]) }}
 )
 

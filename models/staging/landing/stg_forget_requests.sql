@@ -2,18 +2,15 @@
     <store>.inbox/forget/. A 'user' tombstone excludes every row of user_id that landed at or
     before forgotten_at; a 'memory' tombstone excludes memory_id (of user_id) forever; a
     'message' tombstone drops the message (user_id, message_id) forever, so that a replay of a
-    forgotten row (ingest --force, a re-sent message) never comes back. Staging and
-    consolidation read this so that forgotten data never comes back, not even on --full-refresh. -#}
-with landed as (
+    forgotten row (ingest --force, a re-sent message) never comes back. Consolidation reads this
+    (and staging the same landed tombstones, landed_tombstones) so that forgotten data never
+    comes back, not even on --full-refresh. A table rebuilt in full on every run (the folder's
+    default is incremental; see _landing__models.yml). -#}
+{{ config(materialized='table') }}
+
+with source as (
     select *
-    from {{ landing_rows('forget', {
-        'tombstone_id': 'VARCHAR',
-        'scope': 'VARCHAR',
-        'user_id': 'VARCHAR',
-        'memory_id': 'VARCHAR',
-        'message_id': 'VARCHAR',
-        'forgotten_at': 'VARCHAR',
-    }) }}
+    from {{ landing_rows(source('landing', 'forget'), forget_landing_columns()) }}
 ),
 
 renamed as (
@@ -25,7 +22,7 @@ renamed as (
         message_id,
         {{ try_cast_text('forgotten_at', 'timestamp') }} as forgotten_at,
         row_number() over (partition by tombstone_id order by _landing_file) as landing_copy
-    from landed
+    from source
     where tombstone_id is not null
 )
 

@@ -1,15 +1,19 @@
-{#- One row per recall access event: a recall returned memory_id to user_id at accessed_at. -#}
-{{ config(materialized='incremental', incremental_strategy='append', on_schema_change='append_new_columns') }}
-
-with landed as (
+{#- One row per recall access event: a recall returned memory_id to user_id at accessed_at.
+    Events of a forgotten user or memory are never loaded (the forget tombstones, read from their
+    landing source). Incremental (append), the folder's materialization. -#}
+with source as (
     select *
-    from {{ landing_rows('access', {
+    from {{ landing_rows(source('landing', 'access'), {
         'event_id': 'VARCHAR',
         'memory_id': 'VARCHAR',
         'user_id': 'VARCHAR',
         'query_id': 'VARCHAR',
         'accessed_at': 'VARCHAR',
     }, this if is_incremental() else none) }}
+),
+
+tombstones as (
+    {{ landed_tombstones(source('landing', 'forget')) }}
 ),
 
 renamed as (
@@ -21,10 +25,10 @@ renamed as (
         {{ try_cast_text('accessed_at', 'timestamptz') }} at time zone 'UTC' as accessed_at,
         _landing_file as landing_file,
         row_number() over (partition by event_id order by _landing_file) as landing_copy
-    from landed
+    from source as landed
     where event_id is not null and memory_id is not null
-        and not {{ is_forgotten_user_row('landed.user_id', 'landed.accessed_at') }}
-        and not {{ is_forgotten_memory('landed.memory_id') }}
+        and not {{ is_forgotten_user_row('tombstones', 'landed.user_id', 'landed.accessed_at') }}
+        and not {{ is_forgotten_memory('tombstones', 'landed.memory_id') }}
 )
 
 select

@@ -1,6 +1,5 @@
 {#- One row: the tunables of the serving index (recall_shim/serving/index.py, docs/serving.md). Publishing
     copies it into every snapshot, so the index is built with the settings of its build. -#}
--- depends_on: {{ ref('long_term_memory') }}  (the index is built over it; keeps the lineage whole)
 select
     {{ number_var('recall_index_min_rows') }}::bigint as min_rows,
     {{ number_var('recall_index_nprobe') }}::bigint as nprobe,
