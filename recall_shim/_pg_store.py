@@ -75,6 +75,7 @@ class _Reader:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
         self._settings: RecallSettings | None = None
+        self.ann_rank_sql: str | None = None  # the HNSW path's rank statement (recall_shim/_pg_ann.py)
 
     def reset(self) -> None:
         self._settings = None
@@ -88,6 +89,8 @@ class _Reader:
                 raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
             values = dict(zip(_SETTING_COLUMNS, by_name["recall"]))
             sim = by_name.get("similarity_distribution")
+            ann = by_name.get("ann_rank")
+            self.ann_rank_sql = ann[0] if ann else None
             self._settings = RecallSettings(
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
                 fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
@@ -351,15 +354,15 @@ class PgMemoryStore:
     def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
         """The HNSW path (recall_shim/_pg_ann.py) for a big user, or None for the statement."""
-        s = self._reader.settings
+        rank_sql = self._reader.ann_rank_sql
+        if rank_sql is None:
+            return None  # a schema built before the rank statement: the compiled statement answers
         def run(con: Any) -> list[tuple[Any, ...]] | None:
             if not self._ann.applies(con, user_id):
                 return None
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
-                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
-                                        kinds=kinds, episodes_by_default="kind != 'episode'" not in s.sql_text,
-                                        dim=s.embedding_dim, strength_weight=s.strength_weight,
-                                        question_weight=s.question_episode_weight)
+                return self._ann.recall(con, rank_sql, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
+                                        kinds=kinds)
         return self._read(run)
 
     def recall(self, query: Query, *, user_id: str, **kwargs: Any) -> list[RecalledMemory]:
