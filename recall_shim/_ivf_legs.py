@@ -29,17 +29,13 @@ def first_candidates(index: SnapshotIndex, top_k: int) -> int:
     return max(index.settings.candidates, 8 * top_k)
 
 
-def _faiss() -> Any:
-    import faiss
-
-    return faiss
-
-
 class IvfLegs:
     def __init__(self, ix: SnapshotIndex, method: str, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: Lexical,
                  top_k: int, allowed: np.ndarray) -> None:
         self.ix, self.method, self.user_id, self.lo, self.qn, self.lex = ix, method, user_id, lo, qn, lex
-        self.faiss = _faiss()
+        import faiss  # imported on first use, as everywhere in the shim
+
+        self.faiss: Any = faiss
         self.faiss.omp_set_num_threads(1)  # one query at a time: threads cost more than they give
         self.ivf = ix.ivf_of(user_id)
         self.s = ix.settings

@@ -126,6 +126,8 @@ class Ranker:
                         for col, v in zip(b_cols, (i, b.similarity, lexical, b.vector_rank, lexical_rank, strength,
                                                    question, part)):
                             col.append(v)
+        # an all-NULL column goes as an empty array (unnest pads the shorter arrays with NULL)
+        vr, lr = (vr if any(v is not None for v in vr) else []), (lr if any(v is not None for v in lr) else [])
         rows = np.concatenate(rows_all) if rows_all else np.zeros(0, np.int64)
         ids = [m.decode() for m in index.memory_id[rows].tolist()]
         params = [intent, ids, cos, lex, index.strength[rows].tolist(), index.question[rows].tolist(), vr, lr,
