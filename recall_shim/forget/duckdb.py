@@ -82,7 +82,7 @@ class ForgetReport:
 
 
 @dataclass
-class _Targets:
+class ForgetTargets:
     scope: str
     user_id: str | None          # user scope: the user; memory scope: the owner (if known)
     memory_ids: set[str]
@@ -98,7 +98,7 @@ def _user_matches(value: Any, user_id: str) -> bool:
     return isinstance(value, str) and (value == user_id or value.strip(" ") == user_id)
 
 
-def _check_id(value: Any, name: str) -> str:
+def check_forget_id(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{name} must be a non-empty string")
     try:
@@ -167,10 +167,10 @@ def _ids(con: duckdb.DuckDBPyConnection, tables: list[tuple[str, str, set[str]]]
 
 
 def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
-                  memory_id: str | None) -> tuple[_Targets, bool]:
+                  memory_id: str | None) -> tuple[ForgetTargets, bool]:
     if memory_id is None:
         assert user_id is not None
-        t = _Targets("user", user_id, set(), set(), set())
+        t = ForgetTargets("user", user_id, set(), set(), set())
         if con is None:
             return t, False
         tables = _tables(con)
@@ -179,7 +179,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
         t.landing_ids = _ids(con, tables, "landing_id", "user_id", [user_id])
         return t, bool(t.memory_ids or t.message_ids or t.landing_ids)
 
-    t = _Targets("memory", None, {memory_id}, set(), set())
+    t = ForgetTargets("memory", None, {memory_id}, set(), set())
     if con is None:
         return t, False
     tables = _tables(con)
@@ -208,7 +208,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
     return t, owner is not None
 
 
-def _load_targets(con: duckdb.DuckDBPyConnection, t: _Targets) -> None:
+def _load_targets(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> None:
     for name, values in (("memory", t.memory_ids), ("message", t.message_ids), ("landing", t.landing_ids),
                          ("user", {t.user_id} if t.user_id else set())):
         con.execute(f"create or replace temp table _forget_{name}_ids (id varchar)")
@@ -216,7 +216,7 @@ def _load_targets(con: duckdb.DuckDBPyConnection, t: _Targets) -> None:
             con.execute(f"insert into _forget_{name}_ids select unnest($1::varchar[])", [sorted(values)])
 
 
-def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
+def _delete_rows(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> dict[str, int]:
     """Delete the targets' rows from every base table; returns rows removed per table."""
     _load_targets(con, t)
     tables = _tables(con)
@@ -267,7 +267,7 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: _Targets) -> dict[str, int]:
 
 # --- landing files and snapshots -------------------------------------------------------------
 
-def _purge_landing(paths: StorePaths, t: _Targets, forgotten_at: str,
+def _purge_landing(paths: StorePaths, t: ForgetTargets, forgotten_at: str,
                    housekeeping: dict[str, int]) -> tuple[dict[str, int], set[str]]:
     """Rewrite every landing file without the targets' rows; returns rows removed per folder and
     the message ids among them. Safe to repeat: a user's rows landed after ``forgotten_at`` (the
@@ -361,10 +361,10 @@ def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | No
     if user_id is None and memory_id is None:
         raise InvalidInput("forget needs user_id or memory_id")
     if user_id is not None:
-        user_id = _check_id(user_id, "user_id")
+        user_id = check_forget_id(user_id, "user_id")
     if memory_id is not None:
-        memory_id = _check_id(memory_id, "memory_id")
-    who = _check_id(actor, "actor") if actor is not None else default_actor()
+        memory_id = check_forget_id(memory_id, "memory_id")
+    who = check_forget_id(actor, "actor") if actor is not None else default_actor()
     with storage_errors("cannot prepare the store's folders"):
         paths.ensure()
     with file_lock(paths.build_lock, exclusive=True):
@@ -412,7 +412,7 @@ def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: s
     return journal
 
 
-def _tombstone(paths: StorePaths, journal: dict[str, Any], t: _Targets) -> None:
+def _tombstone(paths: StorePaths, journal: dict[str, Any], t: ForgetTargets) -> None:
     """Write the forget's tombstones (recall_shim/forget/tombstones.py) once: the first carries the
     journal's tombstone_id, so a resumed run sees the interrupted run wrote them."""
     needle = f'"tombstone_id": "{journal["tombstone_id"]}"'.encode("ascii")
@@ -427,7 +427,7 @@ def _tombstone(paths: StorePaths, journal: dict[str, Any], t: _Targets) -> None:
 
 def _run_journal(paths: StorePaths, journal: dict[str, Any]) -> ForgetReport:
     """Run the steps of ``journal`` not yet done (caller holds the build lock), then audit once."""
-    t = _Targets(journal["scope"], journal["user_id"], set(journal["memory_ids"]), set(journal["message_ids"]),
+    t = ForgetTargets(journal["scope"], journal["user_id"], set(journal["memory_ids"]), set(journal["message_ids"]),
                  set(journal["landing_ids"]))
     removed: dict[str, int] = journal["removed"]
     housekeeping: dict[str, int] = journal["housekeeping"]

@@ -51,7 +51,7 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
-from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf
+from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, load_faiss
 from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
 from recall_shim.serving.snapshot import connect_snapshot
 
@@ -106,12 +106,6 @@ def index_dir(snapshot: Path) -> Path:
     return snapshot.with_suffix(".index")
 
 
-def _faiss() -> Any:
-    import faiss
-
-    return faiss
-
-
 # --- building -------------------------------------------------------------------------------
 
 CURRENT = "from long_term_memory where valid_to is null and user_id is not null"
@@ -121,7 +115,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     """Write ``snap-X.index/`` for ``snapshot``, appending to ``previous``'s heavy files (an older
     index folder) and reusing its big users' IVFs where it can. Returns what it did (for logs and
     benchmarks)."""
-    faiss = _faiss()
+    faiss = load_faiss()
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     started = time.monotonic()
     final = index_dir(snapshot)
@@ -320,7 +314,7 @@ class SnapshotIndex:
 
     def ivf_of(self, user_id: str) -> Any:
         if user_id not in self._ivf:
-            faiss = _faiss()
+            faiss = load_faiss()
             # in RAM: a memory-mapped IVF pays page faults on every list it touches first
             self._ivf[user_id] = faiss.read_index(str(self.folder / self.meta["ivf"][user_id]["file"]))
         return self._ivf[user_id]

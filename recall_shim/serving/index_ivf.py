@@ -25,14 +25,15 @@ import numpy as np
 EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def _faiss() -> Any:
+def load_faiss() -> Any:
+    """faiss, imported on first use (loading it costs start-up time a small store never needs)."""
     import faiss
 
     return faiss
 
 
 def train_ivf(x: np.ndarray, ids: np.ndarray, lists_per_sqrt: float, dim: int) -> Any:
-    faiss = _faiss()
+    faiss = load_faiss()
     nlist = int(max(16, min(65_536, lists_per_sqrt * np.sqrt(len(x)))))
     quantizer = faiss.IndexFlatIP(dim)
     ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -49,7 +50,7 @@ def build_user_ivf(tmp: Path, n: int, lo: int, hi: int, data: dict[str, Any], un
                    settings: Any, dim: int, previous: Path | None, old: dict[str, Any] | None,
                    stats: dict[str, int]) -> dict[str, Any]:
     """Write user ``n``'s IVF files for rows [lo, hi) into ``tmp``; returns its meta entry."""
-    faiss = _faiss()
+    faiss = load_faiss()
     name, held_name = f"ivf-{n}.faiss", f"ivf-{n}.held.npy"
     ids, fps = data["id64"][lo:hi], data["fp"][lo:hi].view(np.int64)
     ok = data["norm"][lo:hi] > 0  # zero / NaN / NULL vectors are never indexed (they never rank)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_shim.errors import InvalidInput
-from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, _check_id, _Targets, default_actor
+from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
 from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
@@ -79,15 +79,15 @@ def _ids(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]
 
 
 def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]],
-                  user_id: str | None, memory_id: str | None) -> tuple[_Targets, bool]:
+                  user_id: str | None, memory_id: str | None) -> tuple[ForgetTargets, bool]:
     if memory_id is None:
         assert user_id is not None
-        t = _Targets("user", user_id, set(), set(), set())
+        t = ForgetTargets("user", user_id, set(), set(), set())
         t.memory_ids = _ids(cur, schema, tables, "memory_id", "user_id", {user_id})
         t.message_ids = _ids(cur, schema, tables, "message_id", "user_id", {user_id})
         t.landing_ids = _ids(cur, schema, tables, "landing_id", "user_id", {user_id})
         return t, bool(t.memory_ids or t.message_ids or t.landing_ids)
-    t = _Targets("memory", None, {memory_id}, set(), set())
+    t = ForgetTargets("memory", None, {memory_id}, set(), set())
     owners = _ids(cur, schema, tables, "user_id", "memory_id", {memory_id})
     if len(owners) > 1:
         raise InvalidInput(f"memory {memory_id!r} has several owners in the store: {sorted(owners)}")
@@ -113,7 +113,7 @@ def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
 
 
 def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]],
-                 t: _Targets) -> dict[str, int]:
+                 t: ForgetTargets) -> dict[str, int]:
     """Delete the targets' rows from every table; returns rows removed per table."""
     ids = {"memory": sorted(t.memory_ids), "message": sorted(t.message_ids), "landing": sorted(t.landing_ids),
            "user": [t.user_id] if t.user_id else []}
@@ -159,10 +159,10 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
     if user_id is None and memory_id is None:
         raise InvalidInput("forget needs user_id or memory_id")
     if user_id is not None:
-        user_id = _check_id(user_id, "user_id")
+        user_id = check_forget_id(user_id, "user_id")
     if memory_id is not None:
-        memory_id = _check_id(memory_id, "memory_id")
-    who = _check_id(actor, "actor") if actor is not None else default_actor()
+        memory_id = check_forget_id(memory_id, "memory_id")
+    who = check_forget_id(actor, "actor") if actor is not None else default_actor()
     ensure_landing(conn)
     s = conn.schema
     with conn.connect(autocommit=True) as lock:
