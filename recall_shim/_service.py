@@ -21,13 +21,12 @@ from ._errors import (AgentMemoryError, BuildFailed, BuildInProgress, InvalidInp
                       TooLarge)
 from ._lane import FairLane
 from ._prompt import format_prompt
+from ._requests import MAX_INGEST_ROWS, MAX_QUERIES, Operation, Request, arguments
 from ._serving import RecalledMemory
 from ._targets import open_store
 
 log = logging.getLogger("agent_memory.server")
 
-MAX_INGEST_ROWS = 10_000
-MAX_QUERIES = 32
 # The cost of one recall request is bounded: each text by the store's recall_max_query_chars
 # (2,000 by default), all its texts together by this (embedding cost grows with length).
 MAX_QUERY_CHARS_PER_REQUEST = 8_000
@@ -126,6 +125,11 @@ class MemoryService:
         return callable(getattr(self.store, "forget", None))
 
     # --- operations ------------------------------------------------------------------------
+    def call(self, op: Operation, request: Request) -> dict[str, Any]:
+        """Run one parsed request (recall_shim/_requests.py) of ``op``: HTTP and MCP call every
+        operation through here, so both pass the same arguments to the same method."""
+        return getattr(self, op.name)(**arguments(request))  # type: ignore[no-any-return]
+
     def health(self, *, detail: bool = True) -> dict[str, Any]:
         """Status and readiness; with ``detail`` also the snapshot name, model and defaults (never
         a path). Never waits: while the recall lane is busy it answers from the last look."""
@@ -255,13 +259,13 @@ class MemoryService:
         return {"prompt": format_prompt([m for g in groups for m in g], budget_chars=budget_chars)}
 
     def forget(self, user_id: str | None = None, memory_id: str | None = None,
-               actor: str = "api") -> dict[str, Any]:
+               actor: str | None = None) -> dict[str, Any]:
         fn = getattr(self.store, "forget", None)
         if not callable(fn):
             raise OperationUnavailable("forget is not available in this version of recall_shim")
         if not user_id and not memory_id:
             raise InvalidInput("give user_id, memory_id or both")
-        result = fn(user_id=user_id, memory_id=memory_id, actor=actor)
+        result = fn(user_id=user_id, memory_id=memory_id, actor=actor or "api")
         return {"forgotten": _jsonable(result)}
 
     def build(self, *, full_refresh: bool = False, vars: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from ._forget_journal import storage_errors
 from ._door import admit, admit_strict
 from ._ids import forget_id, normalise_id
 from ._landing import read_input_file, utc_now_iso, write_landing_file
-from ._limits import door_limits
+from ._limits import door_limits, memory_kinds
 from ._locks import file_lock
 from ._paths import PROJECT_ENV, StorePaths, project_dir  # noqa: F401 (PROJECT_ENV: re-exported)
 from ._prompt import format_prompt
@@ -75,6 +75,10 @@ def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, to
             raise InvalidQuery("kinds must be a list of kind names")
         for x in kinds:
             scope_id(x, "kind", required=True)
+        unknown = sorted(set(kinds) - set(memory_kinds()))
+        if unknown:
+            raise InvalidQuery(f"unknown kind{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                               f"the kinds are {', '.join(memory_kinds())}")
     return RecallArgs(k, float(ms), user, agent, session)  # type: ignore[arg-type]
 
 
