@@ -46,7 +46,7 @@ from ._http_guard import (
     resolve_token,
 )
 from ._requests import OPERATIONS, Operation, Request as OperationRequest, describe_errors
-from ._service import MemoryService, OperationUnavailable
+from ._service import DEFAULT_ACTOR, MemoryService, OperationUnavailable
 
 try:
     import uvicorn
@@ -147,7 +147,7 @@ def _endpoint(service: MemoryService, op: Operation) -> Callable[..., dict[str, 
         body = body if body is not None else op.request()
         if op.name == "forget":
             principal = getattr(request.state, "principal", None)  # the audit names who authenticated
-            said = getattr(body, "actor", None) or "api"
+            said = getattr(body, "actor", None) or DEFAULT_ACTOR
             body = body.model_copy(update={"actor": f"{principal} (says: {said})" if principal else said})
         return service.call(op, body)
 

@@ -35,6 +35,7 @@ MAX_QUERY_CHARS_PER_REQUEST = 8_000
 HEAVY_QUERY_CHARS = 256
 # The recall lane (one snapshot connection) is taken per this many queries of a request.
 RECALL_CHUNK = 4
+DEFAULT_ACTOR = "api"  # the audit actor of a forget whose caller names none
 
 
 class OperationUnavailable(AgentMemoryError):
@@ -265,7 +266,7 @@ class MemoryService:
             raise OperationUnavailable("forget is not available in this version of recall_shim")
         if not user_id and not memory_id:
             raise InvalidInput("give user_id, memory_id or both")
-        result = fn(user_id=user_id, memory_id=memory_id, actor=actor or "api")
+        result = fn(user_id=user_id, memory_id=memory_id, actor=actor or DEFAULT_ACTOR)
         return {"forgotten": _jsonable(result)}
 
     def build(self, *, full_refresh: bool = False, vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
