@@ -24,12 +24,13 @@ from typing import Any, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._errors import InvalidInput
+from ._errors import InvalidInput, InvalidQuery
 
 MAX_INGEST_ROWS = 10_000
 MAX_QUERIES = 32
 
 Query = Union[str, list[float]]
+ONE_QUERY = "give exactly one of query (text) or vector"
 NOT_BLANK = r"\S"  # a text with something in it besides whitespace
 
 
@@ -70,6 +71,12 @@ class RecallOptions(Request):
 class RecallRequest(RecallOptions):
     query: str | None = Field(None, description="query text (or give vector)")
     vector: list[float] | None = Field(None, description="precomputed query embedding (or give query)")
+
+    def one_query(self) -> str | list[float]:
+        """The query text or the vector, or InvalidQuery unless exactly one is given."""
+        if (self.query is None) == (self.vector is None):
+            raise InvalidQuery(ONE_QUERY)
+        return self.query if self.query is not None else list(self.vector or [])
 
 
 class RecallManyRequest(RecallOptions):

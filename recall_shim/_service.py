@@ -21,7 +21,7 @@ from ._errors import (AgentMemoryError, BuildFailed, BuildInProgress, InvalidInp
                       TooLarge)
 from ._lane import FairLane
 from ._prompt import format_prompt
-from ._requests import MAX_INGEST_ROWS, MAX_QUERIES, Operation, Request, arguments
+from ._requests import MAX_INGEST_ROWS, MAX_QUERIES, ONE_QUERY, Operation, Request, arguments
 from ._serving import RecalledMemory
 from ._targets import open_store
 
@@ -188,7 +188,7 @@ class MemoryService:
         **options: Any,
     ) -> dict[str, Any]:
         if (query is None) == (vector is None):
-            raise InvalidQuery("give exactly one of query (text) or vector")
+            raise InvalidQuery(ONE_QUERY)
         q: Any = query if query is not None else list(vector or [])
         out = self.recall_many(user_id, [q], **options)
         return {"results": out["results"][0], "snapshot": out["snapshot"]}

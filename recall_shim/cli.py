@@ -94,13 +94,10 @@ def _batch(store: AnyStore, path: str, defaults: dict[str, Any]) -> int:
                 given = {k: v for k, v in req.items() if k != "id"}
                 merged = {**{k: v for k, v in defaults.items() if v is not None}, **given}
                 r = parse("recall", merged)
-                if (r.query is None) == (r.vector is None):  # type: ignore[attr-defined]
-                    raise InvalidQuery("give exactly one of query (text) or vector")
-                options = arguments(r)
+                q = r.one_query()  # type: ignore[attr-defined]
+                options = {k: v for k, v in arguments(r).items() if k not in ("query", "vector")}
                 options["record_access"] = options["record_access"] and defaults["record_access"]  # --no-access wins
-                query = options.pop("query")
-                vector = options.pop("vector")
-                results = store.recall(query if query is not None else vector, **options)
+                results = store.recall(q, **options)
                 out: dict[str, Any] = {"id": req.get("id", lineno), "results": [m.as_dict() for m in results]}
             except (AgentMemoryError, json.JSONDecodeError) as exc:
                 failures += 1

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client import session as mcp_client_session
 
 from recall_shim import InvalidQuery, MemoryStore
 from recall_shim._errors import BuildFailed
@@ -48,7 +49,11 @@ async def _mcp_session(db: Path) -> dict[str, Any]:
                 out["refused"] = [await session.call_tool(name, args) for name, args, _ in REFUSED]
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                out["discover"] = (await session.discover()).capabilities
+                # the SDK's probe waits 10 s, less than a server start on a busy 2-core machine
+                # takes (imports and opening the store come before the first answer)
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(mcp_client_session, "DISCOVER_TIMEOUT_SECONDS", 120.0)
+                    out["discover"] = (await session.discover()).capabilities
     return out
 
 
