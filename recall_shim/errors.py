@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class AgentMemoryError(Exception):
     """Base class for every error the shim raises on purpose."""
@@ -42,12 +44,16 @@ class StoreBusy(AgentMemoryError):
     """Another process holds the warehouse file (an open DuckDB connection outside the shim)."""
 
 
+# ANSI escape sequences (dbt colours its log lines): CSI sequences and two-character escapes
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
 class BuildFailed(AgentMemoryError):
-    """``dbt build`` exited non-zero; its output is attached."""
+    """``dbt build`` exited non-zero; its output is attached, as plain text (no colour codes)."""
 
     def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(message)
-        self.output = output
+        super().__init__(ANSI_ESCAPE.sub("", message))
+        self.output = ANSI_ESCAPE.sub("", output)
 
 
 class BackendUnavailable(AgentMemoryError):

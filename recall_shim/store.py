@@ -20,6 +20,7 @@ from recall_shim.errors import InvalidId, InvalidQuery
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory, RecallSettings
 from recall_shim.write.ids import normalise_id
+from recall_shim.write.limits import memory_kinds
 
 if TYPE_CHECKING:
     from recall_shim.forget.duckdb import ForgetReport
@@ -68,6 +69,10 @@ def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, to
             raise InvalidQuery("kinds must be a list of kind names")
         for x in kinds:
             scope_id(x, "kind", required=True)
+        unknown = sorted(set(kinds) - set(memory_kinds()))
+        if unknown:
+            raise InvalidQuery(f"unknown kind{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                               f"the kinds are {', '.join(memory_kinds())}")
     return RecallArgs(k, float(ms), user, agent, session)  # type: ignore[arg-type]
 
 @dataclass(frozen=True)

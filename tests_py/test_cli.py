@@ -67,3 +67,46 @@ def test_demo_command(tmp_path: Path) -> None:
     assert "用户偏好简洁的输出，喜欢用表格" in out.stdout and "Preferences:" in out.stdout
     again = run("demo", "--db", str(tmp_path / "d.duckdb"))
     assert again.returncode == 0 and "already ingested" in again.stdout
+
+
+def test_batch_lines_are_parsed_like_http_requests(demo_store: MemoryStore, tmp_path: Path) -> None:
+    batch = tmp_path / "q.jsonl"
+    batch.write_text("\n".join(json.dumps(line) for line in [
+        {"id": "ok", "user_id": "demo", "query": "熟悉什么部署工具", "top_k": 1, "min_sim": 0},
+        {"id": "coerced", "user_id": "demo", "query": "x", "top_k": "1"},
+        {"id": "unknown", "user_id": "demo", "query": "x", "colour": "red"},
+        {"id": "kind", "user_id": "demo", "query": "x", "kinds": ["skills"]},
+    ]) + "\n")
+    out = run("recall", "--batch", str(batch), "--db", str(demo_store.paths.db), "--no-access")
+    lines = {x["id"]: x for x in map(json.loads, out.stdout.splitlines())}
+    assert lines["ok"]["results"][0]["kind"] == "skill"
+    assert "top_k must be an integer, got the string '1'" in lines["coerced"]["error"]
+    assert "unknown argument colour" in lines["unknown"]["error"]
+    assert "unknown kind 'skills'" in lines["kind"]["error"]
+    assert out.returncode == 1
+
+
+def test_unknown_kind_is_an_error(demo_store: MemoryStore) -> None:
+    out = run("recall", "x", "--user", "demo", "--kind", "skills", "--db", str(demo_store.paths.db), "--no-access")
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert "unknown kind 'skills'; the kinds are fact, preference, skill, episode" in out.stderr
+
+
+def test_empty_content_is_refused_and_nothing_lands(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    for content in ("", "   "):
+        out = run("remember", content, "--user", "u1", "--db", str(db))
+        assert out.returncode == 2 and "content" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not [f for f in MemoryStore(db).paths.messages.glob("*.jsonl") if not f.name.startswith("_")]
+
+
+def test_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    """`agent-memory forget ... --json | head -c1`: the reader is gone before the report is written."""
+    proc = subprocess.Popen([EXE, "forget", "--user", "nobody", "--json", "--db", str(tmp_path / "s.duckdb")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 141

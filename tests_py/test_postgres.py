@@ -203,6 +203,8 @@ def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
                           " and content = 'User lives in Paris'")[0][0]
     rep = pg_store.forget(memory_id=paris, actor="test")
     assert rep.scope == "memory" and rep.user_id == "w3" and rep.found and rep.messages == 1
+    nothing = pg_store.forget(memory_id="mem2_no_such_memory", actor="test")  # counts what was stored: none
+    assert (nothing.found, nothing.memories, nothing.messages) == (False, 0, 0)
     user = pg_store.forget(user_id="w0", actor="test")
     assert user.scope == "user" and user.found and user.memories > 0
     assert user.removed["warehouse:session_log_landing"] == 5

@@ -62,7 +62,7 @@ def test_failed_build_answers_a_short_500_and_logs_the_details(server: RunningSe
 
 def test_mcp_build_uses_the_same_allow_list(tmp_path: Path) -> None:
     db = tmp_path / "mcp.duckdb"
-    calls = [("build", {"as_of": "2026-01-01'; select * from stg_session_log --"})]
+    calls = [("build", {"vars": {"as_of": "2026-01-01'; select * from stg_session_log --"}})]
     _, (res,) = anyio.run(_session_calls, db, calls)
     assert res.is_error and "as_of" in res.content[0].text and "ISO-8601" in res.content[0].text
     assert not db.exists()  # refused before a build started

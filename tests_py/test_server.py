@@ -41,8 +41,8 @@ def test_health_and_openapi(served: tuple[RunningServer, MemoryStore]) -> None:
     spec = httpx.get(server.url + "/openapi.json", headers=server.headers).json()
     assert {"/health", "/remember", "/ingest", "/recall", "/recall-many", "/prompt", "/forget", "/build"} <= set(spec["paths"])
     recall_body = spec["paths"]["/recall"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert recall_body["$ref"].endswith("/RecallBody")
-    assert "user_id" in spec["components"]["schemas"]["RecallBody"]["required"]
+    assert recall_body["$ref"].endswith("/RecallRequest")
+    assert "user_id" in spec["components"]["schemas"]["RecallRequest"]["required"]
 
 
 def test_recall_and_recall_many(served: tuple[RunningServer, MemoryStore]) -> None:
@@ -73,7 +73,7 @@ def test_bad_requests_get_4xx_with_a_clear_message(served: tuple[RunningServer, 
         ("/recall", {"user_id": "demo", "query": "   "}, 400, "empty"),
         ("/recall", {"user_id": "demo", "vector": [0.85, 0.15, 0.2, 0.05]}, 400, "4 dimensions, the store uses 384"),
         ("/recall", {"user_id": "demo", "query": "x", "top_k": 0}, 400, "top_k must be"),
-        ("/recall", {"query": "x"}, 422, "user_id: Field required"),
+        ("/recall", {"query": "x"}, 422, "user_id is required"),
         ("/recall", {"user_id": "demo", "query": "x", "colour": "red"}, 422, "colour"),
         ("/recall-many", {"user_id": "demo", "queries": []}, 422, "queries"),
         ("/remember", {"user_id": "demo", "content": ""}, 422, "content"),
@@ -154,3 +154,23 @@ def test_forget_endpoint(served: tuple[RunningServer, MemoryStore]) -> None:
     after = post(server, "/recall", {"user_id": "carol", "query": "Where does the user live?", "min_sim": 0,
                                      "record_access": False}).json()["results"]
     assert hit[0]["memory_id"] not in [m["memory_id"] for m in after]
+
+
+def test_unknown_kinds_are_an_error_listing_the_known_ones(served: tuple[RunningServer, MemoryStore]) -> None:
+    server, _ = served
+    for path, body in (("/recall", {"user_id": "demo", "query": "x", "kinds": ["skills"]}),
+                       ("/prompt", {"user_id": "demo", "queries": ["x"], "kinds": ["skill", "opinion"]})):
+        r = post(server, path, {**body, "record_access": False})
+        assert r.status_code == 400, r.text
+        assert "the kinds are fact, preference, skill, episode" in r.json()["error"], r.json()
+    assert "unknown kind 'opinion'" in r.json()["error"]
+
+
+@pytest.mark.skipif(not _has_forget(), reason="MemoryStore.forget is not in this version")
+def test_forgetting_a_missing_memory_reports_nothing_removed(served: tuple[RunningServer, MemoryStore]) -> None:
+    server, _ = served
+    for body in ({"memory_id": "mem2_no_such_memory"}, {"memory_id": "mem2_no_such_memory", "user_id": "demo"}):
+        r = post(server, "/forget", body)
+        assert r.status_code == 200, r.text
+        rep = r.json()["forgotten"]
+        assert (rep["found"], rep["memories"], rep["messages"]) == (False, 0, 0), rep

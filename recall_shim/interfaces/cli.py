@@ -10,11 +10,13 @@ import sys
 from typing import Any, Sequence
 
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
-from recall_shim.common.paths import package_version
+from recall_shim.interfaces.requests import arguments, parse
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
+from recall_shim.common.paths import package_version
 from recall_shim.store import Store
 from recall_shim.targets import TARGET_ENV, open_store
 
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for a tool whose reader closed the pipe
 SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟悉什么部署工具"]
 
 
@@ -45,9 +47,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    mid = _store(args).remember(args.user, args.content, role=args.role, session_id=args.session,
-                                msg_seq=args.msg_seq, ts=args.ts, message_id=args.message_id,
-                                agent_id=args.agent)
+    r = parse("remember", {"user_id": args.user, "content": args.content, "role": args.role,
+                           "session_id": args.session, "msg_seq": args.msg_seq, "ts": args.ts,
+                           "message_id": args.message_id, "agent_id": args.agent})
+    mid = _store(args).remember(**arguments(r))
     print(mid)
     return 0
 
@@ -75,6 +78,9 @@ def _print_results(results: Sequence[Any], as_json: bool) -> None:
 
 
 def _batch(store: Store, path: str, defaults: dict[str, Any]) -> int:
+    """Answer one recall per JSON line: each line is a recall request (recall_shim/interfaces/requests.py,
+    the same arguments as HTTP and MCP) plus an optional ``id``; the command's flags fill in
+    what a line leaves out."""
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8")
     failures = 0
     with fh:
@@ -86,22 +92,13 @@ def _batch(store: Store, path: str, defaults: dict[str, Any]) -> int:
                 req = json.loads(line)
                 if not isinstance(req, dict):
                     raise InvalidQuery("each line must be a JSON object")
-                kinds = req.get("kinds", req.get("kind", defaults["kinds"]))
-                if isinstance(kinds, str):
-                    kinds = [kinds]
-                user = req.get("user_id", defaults["user_id"])
-                if user is None:
-                    raise InvalidQuery("user_id is required")
-                results = store.recall(
-                    req.get("query") if req.get("query") is not None else req.get("vector"),
-                    user_id=user,
-                    top_k=req.get("top_k", defaults["top_k"]),
-                    min_sim=req.get("min_sim", defaults["min_sim"]),
-                    kinds=kinds,
-                    record_access=defaults["record_access"],
-                    agent_id=req.get("agent_id", defaults["agent_id"]),
-                    session_id=req.get("session_id", defaults["session_id"]),
-                )
+                given = {k: v for k, v in req.items() if k != "id"}
+                merged = {**{k: v for k, v in defaults.items() if v is not None}, **given}
+                r = parse("recall", merged)
+                q = r.one_query()  # type: ignore[attr-defined]
+                options = {k: v for k, v in arguments(r).items() if k not in ("query", "vector")}
+                options["record_access"] = options["record_access"] and defaults["record_access"]  # --no-access wins
+                results = store.recall(q, **options)
                 out: dict[str, Any] = {"id": req.get("id", lineno), "results": [m.as_dict() for m in results]}
             except (AgentMemoryError, json.JSONDecodeError) as exc:
                 failures += 1
@@ -188,10 +185,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(json.dumps(rep.as_dict(), ensure_ascii=False))
         return 0
     what = f"memory {rep.memory_id}" if rep.scope == "memory" else f"user {rep.user_id}"
-    rows = sum(v for k, v in rep.removed.items() if not k.startswith(("serving:snapshots", "dbt_")))
-    print(f"forgot {what}{'' if rep.found else ' (nothing stored was found; tombstoned anyway)'}: "
-          f"{rep.memories} memories, {rep.messages} messages, {rows} rows removed in total; "
-          f"audit record {rep.audit_id} by {rep.actor} at {rep.forgotten_at}")
+    # what was removed, in the caller's terms (rows per table and index bookkeeping: --json)
+    done = (f"removed {rep.memories} memories and {rep.messages} messages" if rep.found
+            else "nothing stored was found; tombstoned anyway")
+    print(f"forgot {what}: {done}; audit record {rep.audit_id} by {rep.actor} at {rep.forgotten_at}")
     return 0
 
 
@@ -318,8 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prompt", action="store_true", help="print the system-prompt block instead")
     s.add_argument("--budget", type=int, default=1200, help="prompt size budget in characters")
     s.add_argument("--batch", default=None, metavar="FILE",
-                   help='JSON lines {"id","user_id","query","top_k","min_sim","kinds","agent_id","session_id"} (- for stdin); '
-                        'prints one {"id","results"} line per query')
+                   help='JSON lines {"id", then the arguments of HTTP /recall: "user_id","query" or "vector","top_k",'
+                        '"min_sim","kinds","record_access","agent_id","session_id"} (- for stdin; the flags fill in '
+                        'what a line leaves out; an unknown argument is an error); prints one {"id","results"} '
+                        'line per query')
     s.add_argument("--no-access", action="store_true", help="do not record the recall as an access")
     s.add_argument("--agent", default=None, help="narrow to memories with a source message from this agent")
     s.add_argument("--session", default=None, help="narrow to memories with a source message from this session")
@@ -404,7 +403,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "target", None):  # the servers (serve, mcp) open their store from the environment too
         os.environ[TARGET_ENV] = args.target
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:  # e.g. `agent-memory forget ... --json | head -c1`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
     except BuildFailed as exc:
         print(f"agent-memory: {exc}\n{exc.output[-4000:]}", file=sys.stderr)
         return 1

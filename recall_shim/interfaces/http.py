@@ -10,13 +10,14 @@ warehouse 409, a write the disk refused 507, an operation this store lacks 501, 
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import logging
 import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal, Union
+from typing import Any, AsyncIterator, Callable, Literal, Optional
 
 from recall_shim.errors import (
     AgentMemoryError,
@@ -44,14 +45,16 @@ from recall_shim.interfaces.http_guard import (
     default_token_file,
     resolve_token,
 )
-from recall_shim.interfaces.service import MAX_INGEST_ROWS, MAX_QUERIES, MemoryService, OperationUnavailable
+from recall_shim.interfaces.requests import OPERATIONS, Operation, Request as OperationRequest, describe_errors
+from recall_shim.interfaces.service import DEFAULT_ACTOR, MemoryService, OperationUnavailable
 
 try:
     import uvicorn
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
-    from pydantic import BaseModel, ConfigDict, Field
+    from fastapi_offline import FastAPIOffline
+    from pydantic import BaseModel
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised only without the server extra
     raise ImportError(
@@ -73,66 +76,6 @@ STATUS: list[tuple[type[AgentMemoryError], int]] = [
     (UnknownEmbeddingModel, 500),
     (BuildFailed, 500),
 ]
-
-Query = Union[str, list[float]]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RememberBody(_Body):
-    user_id: str = Field(min_length=1, description="the user the message belongs to")
-    content: str = Field(min_length=1, description="the message text")
-    role: str = Field("user", description="user, assistant or system")
-    session_id: str = "default"
-    msg_seq: int | None = Field(None, description="position in the session (default: a clock value)")
-    ts: str | None = Field(None, description="ISO-8601 timestamp (default: now, UTC)")
-    message_id: str | None = Field(None, description="message id (default: generated)")
-    agent_id: str | None = None
-
-
-class IngestBody(_Body):
-    rows: list[dict[str, Any]] = Field(
-        min_length=1, max_length=MAX_INGEST_ROWS,
-        description="session-log rows: user_id, session_id, msg_seq, role, content, ts, message_id, agent_id",
-    )
-
-
-class _RecallOptions(_Body):
-    user_id: str = Field(min_length=1, description="recall is always scoped to one user")
-    top_k: int | None = Field(None, description="results per query (default: the store's recall_top_k)")
-    min_sim: float | None = Field(None, description="minimum raw cosine similarity (default: recall_min_sim)")
-    kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, ...)")
-    record_access: bool = Field(True, description="log returned memories as accesses (they reinforce)")
-    agent_id: str | None = Field(None, description="narrow to memories with a source message from this agent")
-    session_id: str | None = Field(None, description="narrow to memories with a source message from this session")
-
-
-class RecallBody(_RecallOptions):
-    query: str | None = Field(None, description="query text (or give vector)")
-    vector: list[float] | None = Field(None, description="precomputed query embedding (or give query)")
-
-
-class RecallManyBody(_RecallOptions):
-    queries: list[Query] = Field(min_length=1, max_length=MAX_QUERIES,
-                                 description="query texts or vectors, answered in one statement")
-
-
-class PromptBody(RecallManyBody):
-    budget_chars: int = Field(1200, ge=1, description="size budget of the prompt block in characters")
-
-
-class ForgetBody(_Body):
-    user_id: str | None = Field(None, description="forget every memory of this user (right to erasure)")
-    memory_id: str | None = Field(None, description="forget one memory")
-    actor: str = Field("api", description="who asked, for the audit trail")
-
-
-class BuildBody(_Body):
-    full_refresh: bool = False
-    vars: dict[str, Any] | None = Field(None, description="dbt vars a caller may set: only as_of, an ISO-8601 "
-                                                          "date or timestamp, e.g. {\"as_of\": \"2026-12-01\"}")
 
 
 class Memory(BaseModel):
@@ -172,14 +115,51 @@ def _status(exc: AgentMemoryError) -> int:
     return 400
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors():
+JSON_TYPES = ("application/json",)
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _validation_message(exc: RequestValidationError, content_type: str | None) -> str:
+    errors = exc.errors()
+    for err in errors:
         if err.get("type") == "json_invalid":
             return "invalid request: the body is not valid JSON (" + str(err.get("ctx", {}).get("error", "")) + ")"
-        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
-        parts.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
-    return "invalid request: " + "; ".join(parts)
+    if not _is_json(content_type) and any(e.get("loc", ())[:1] == ("body",) for e in errors):
+        got = f"got {content_type!r}" if content_type else "no Content-Type was sent"
+        return f"invalid request: the body must be a JSON object sent with 'Content-Type: application/json' ({got})"
+    return "invalid request: " + describe_errors(errors, skip=("body",))
+
+
+RESPONSES: dict[str, type[BaseModel]] = {"recall": RecallResponse, "recall_many": RecallManyResponse}
+
+
+def _endpoint(service: MemoryService, op: Operation) -> Callable[..., dict[str, Any]]:
+    """The route function of ``op``: its body is the operation's request model (one definition
+    for HTTP and MCP, recall_shim/interfaces/requests.py)."""
+
+    def endpoint(request: Request, body: OperationRequest | None = None) -> dict[str, Any]:
+        body = body if body is not None else op.request()
+        if op.name == "forget":
+            principal = getattr(request.state, "principal", None)  # the audit names who authenticated
+            said = getattr(body, "actor", None) or DEFAULT_ACTOR
+            body = body.model_copy(update={"actor": f"{principal} (says: {said})" if principal else said})
+        return service.call(op, body)
+
+    optional = op.request.model_fields and not any(f.is_required() for f in op.request.model_fields.values())
+    body_param = inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                   annotation=Optional[op.request] if optional else op.request,
+                                   default=None if optional else inspect.Parameter.empty)
+    request_param = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [request_param, body_param], return_annotation=dict[str, Any])
+    endpoint.__name__ = op.name
+    return endpoint
 
 
 def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
@@ -191,7 +171,7 @@ def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
         yield
         service.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc from assets shipped in the package: no CDN, works offline
         title="agent-memory",
         version="0.1.0",
         summary="Long-term memory for AI agents: remember messages, recall memories by meaning.",
@@ -206,9 +186,10 @@ def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
         return JSONResponse(body, status_code=_status(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid_body(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in exc.errors()]
-        return JSONResponse({"error": _validation_message(exc), "detail": detail}, status_code=422)
+        message = _validation_message(exc, request.headers.get("content-type"))
+        return JSONResponse({"error": message, "detail": detail}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -224,47 +205,13 @@ def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
     async def health(request: Request) -> dict[str, Any]:  # async: answered even when every worker is busy
         return service.health(detail=guard is None or bool(getattr(request.state, "authenticated", False)))
 
-    @app.post("/remember", status_code=202, responses=ERRORS,
-              summary="Append one message to the session log (durable on return)")
-    def remember(body: RememberBody) -> dict[str, Any]:
-        fields = body.model_dump(exclude={"user_id", "content"})
-        return service.remember(body.user_id, body.content, **fields)
-
-    @app.post("/ingest", status_code=202, responses=ERRORS, summary="Land many session-log rows as one file")
-    def ingest(body: IngestBody) -> dict[str, Any]:
-        return service.ingest(body.rows)
-
-    @app.post("/recall", response_model=RecallResponse, responses=ERRORS,
-              summary="Recall one user's memories for one query text or vector")
-    def recall(body: RecallBody) -> dict[str, Any]:
-        return service.recall(body.user_id, body.query, body.vector, top_k=body.top_k, min_sim=body.min_sim,
-                              kinds=body.kinds, record_access=body.record_access,
-                              agent_id=body.agent_id, session_id=body.session_id)
-
-    @app.post("/recall-many", response_model=RecallManyResponse, responses=ERRORS,
-              summary="Recall for several intents of one user in one statement")
-    def recall_many(body: RecallManyBody) -> dict[str, Any]:
-        return service.recall_many(body.user_id, body.queries, top_k=body.top_k, min_sim=body.min_sim,
-                                   kinds=body.kinds, record_access=body.record_access,
-                              agent_id=body.agent_id, session_id=body.session_id)
-
-    @app.post("/prompt", responses=ERRORS, summary="Recall and format the memories as a system-prompt block")
-    def prompt(body: PromptBody) -> dict[str, Any]:
-        return service.prompt(body.user_id, body.queries, budget_chars=body.budget_chars, top_k=body.top_k,
-                              min_sim=body.min_sim, kinds=body.kinds, record_access=body.record_access,
-                              agent_id=body.agent_id, session_id=body.session_id)
-
-    @app.post("/forget", responses={**ERRORS, 501: {"model": ErrorResponse}},
-              summary="Forget one memory or every memory of a user everywhere, at once (audited)")
-    def forget(body: ForgetBody, request: Request) -> dict[str, Any]:
-        principal = getattr(request.state, "principal", None)  # the audit names who authenticated
-        actor = f"{principal} (says: {body.actor})" if principal else body.actor
-        return service.forget(user_id=body.user_id, memory_id=body.memory_id, actor=actor)
-
-    @app.post("/build", responses=ERRORS, summary="Run dbt build for this store and publish a snapshot")
-    def build(body: BuildBody | None = None) -> dict[str, Any]:
-        body = body or BuildBody()
-        return service.build(full_refresh=body.full_refresh, vars=body.vars)
+    for op in OPERATIONS:
+        if op.name == "health":
+            continue  # GET /health above: open, and without detail unless authenticated
+        extra = {501: {"model": ErrorResponse}} if op.name == "forget" else {}
+        app.post(op.path, status_code=op.http_status, responses={**ERRORS, **extra},
+                 response_model=RESPONSES.get(op.name), summary=op.description.split(". ")[0].rstrip("."),
+                 description=op.description)(_endpoint(service, op))
 
     if guard is not None:
         app.add_middleware(GuardMiddleware, guard=guard)

@@ -21,13 +21,12 @@ from recall_shim.errors import (AgentMemoryError, BuildFailed, BuildInProgress, 
                       TooLarge)
 from recall_shim.interfaces.lane import FairLane
 from recall_shim.recall.prompt import format_prompt
+from recall_shim.interfaces.requests import MAX_INGEST_ROWS, MAX_QUERIES, ONE_QUERY, Operation, Request, arguments
 from recall_shim.serving.reader import RecalledMemory
 from recall_shim.targets import open_store
 
 log = logging.getLogger("agent_memory.server")
 
-MAX_INGEST_ROWS = 10_000
-MAX_QUERIES = 32
 # The cost of one recall request is bounded: each text by the store's recall_max_query_chars
 # (2,000 by default), all its texts together by this (embedding cost grows with length).
 MAX_QUERY_CHARS_PER_REQUEST = 8_000
@@ -36,6 +35,7 @@ MAX_QUERY_CHARS_PER_REQUEST = 8_000
 HEAVY_QUERY_CHARS = 256
 # The recall lane (one snapshot connection) is taken per this many queries of a request.
 RECALL_CHUNK = 4
+DEFAULT_ACTOR = "api"  # the audit actor of a forget whose caller names none
 
 
 class OperationUnavailable(AgentMemoryError):
@@ -126,6 +126,11 @@ class MemoryService:
         return callable(getattr(self.store, "forget", None))
 
     # --- operations ------------------------------------------------------------------------
+    def call(self, op: Operation, request: Request) -> dict[str, Any]:
+        """Run one parsed request (recall_shim/interfaces/requests.py) of ``op``: HTTP and MCP call every
+        operation through here, so both pass the same arguments to the same method."""
+        return getattr(self, op.name)(**arguments(request))  # type: ignore[no-any-return]
+
     def health(self, *, detail: bool = True) -> dict[str, Any]:
         """Status and readiness; with ``detail`` also the snapshot name, model and defaults (never
         a path). Never waits: while the recall lane is busy it answers from the last look."""
@@ -183,7 +188,7 @@ class MemoryService:
         **options: Any,
     ) -> dict[str, Any]:
         if (query is None) == (vector is None):
-            raise InvalidQuery("give exactly one of query (text) or vector")
+            raise InvalidQuery(ONE_QUERY)
         q: Any = query if query is not None else list(vector or [])
         out = self.recall_many(user_id, [q], **options)
         return {"results": out["results"][0], "snapshot": out["snapshot"]}
@@ -255,13 +260,13 @@ class MemoryService:
         return {"prompt": format_prompt([m for g in groups for m in g], budget_chars=budget_chars)}
 
     def forget(self, user_id: str | None = None, memory_id: str | None = None,
-               actor: str = "api") -> dict[str, Any]:
+               actor: str | None = None) -> dict[str, Any]:
         fn = getattr(self.store, "forget", None)
         if not callable(fn):
             raise OperationUnavailable("forget is not available in this version of recall_shim")
         if not user_id and not memory_id:
             raise InvalidInput("give user_id, memory_id or both")
-        result = fn(user_id=user_id, memory_id=memory_id, actor=actor)
+        result = fn(user_id=user_id, memory_id=memory_id, actor=actor or DEFAULT_ACTOR)
         return {"forgotten": _jsonable(result)}
 
     def build(self, *, full_refresh: bool = False, vars: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -182,7 +182,8 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
                     report = ForgetReport(
                         audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id,
                         memory_id=memory_id, actor=who, forgotten_at=forgotten_at, found=found,
-                        memories=len(targets.memory_ids), messages=len(targets.message_ids), removed=removed)
+                        memories=len(targets.memory_ids) if found else 0, messages=len(targets.message_ids),
+                        removed=removed)
                     completed = utc_now_iso()
                     cur.execute(f"insert into {sql_ident(s)}.forget_audit values (%s, %s, %s)",
                                 [report.audit_id, completed, json.dumps(
