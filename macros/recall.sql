@@ -207,7 +207,7 @@ where rank <= {{ top_k }}
 order by intent_id, rank
 {%- endmacro %}
 
-{#- The serving index's rank statement (recall_shim/recall/rank.py): candidates an index proposed,
+{#- The serving index's rank statement (recall_shim/serving/rank.py): candidates an index proposed,
     ranked by recall_rank_sql, plus per intent the score of the bound rows (what any memory
     outside the candidates could at most reach), scored by the same recall_score. Bound
     parameters, arrays zipped by position:

@@ -1,6 +1,6 @@
 """Recall from the serving index: a candidate generator. The index computes the legs (cosines,
 BM25 from the term postings, min / max cosine, ranks) and proposes candidates; the snapshot's rank
-statement scores them (recall_shim/recall/rank.py; the score is macros/recall.sql ``recall_score``,
+statement scores them (recall_shim/serving/rank.py; the score is macros/recall.sql ``recall_score``,
 written once). No score is computed here.
 
 Per intent, a proposal is A (the best memories by cosine) and B (the best lexical matches by
@@ -29,7 +29,7 @@ import numpy as np
 
 from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex
 from recall_shim.serving.ivf_legs import IvfLegs, first_candidates
-from recall_shim.recall.rank import Bound, Candidates, Lexical, Ranked, Ranker, Unserved
+from recall_shim.serving.rank import Bound, Candidates, Lexical, Ranked, Ranker, Unserved
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
 FUSIONS = ("weighted", "lexical", "rrf", "vector")

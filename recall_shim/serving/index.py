@@ -24,7 +24,7 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
                        as is, scanned exactly per request (recall_shim/serving/index_ivf.py)
 
 Recall is always for one user, and the index only proposes candidates: the snapshot's rank
-statement scores them (recall_shim/recall/rank.py, recall_shim/serving/hybrid.py; the score is written once, in
+statement scores them (recall_shim/serving/rank.py, recall_shim/serving/hybrid.py; the score is written once, in
 macros/recall.sql). A user with at most ``min_rows`` memories is scanned exactly (float32 cosines
 of the block, sorted); a bigger user's IVF yields candidates by cosine, widened (more probes, more
 candidates) until no memory outside them could enter the top k (exact up to the IVF's probe
@@ -227,7 +227,7 @@ class SnapshotIndex:
         self.id64, self.memory_id, self.kind = load("id64"), load("memory_id"), np.load(folder / "kind.npy")
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
-        # strength and question flag are data for the rank statement (recall_shim/recall/rank.py): no
+        # strength and question flag are data for the rank statement (recall_shim/serving/rank.py): no
         # score is computed here
         self.question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread

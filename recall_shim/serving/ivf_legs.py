@@ -1,6 +1,6 @@
 """One intent's legs for a user with an IVF (recall_shim/serving/index_ivf.py): candidates by cosine from
 the IVF and its tail (set A), the best lexical matches (set B), the min / max cosine, and the
-bound of everything else. Scores come from the rank statement (recall_shim/recall/rank.py).
+bound of everything else. Scores come from the rank statement (recall_shim/serving/rank.py).
 
 - A: the top ``k_cand`` IVF hits by cosine (exact cosines from the IVF's unit vectors) and the
   tail's best rows by float32 cosine (the tail is scanned exactly); c_A = the worst IVF hit's
@@ -19,7 +19,7 @@ import numpy as np
 
 from recall_shim.serving.index import TIE_MARGIN, SnapshotIndex, row_dots
 from recall_shim.serving.index_ivf import EMPTY_ROWS, in_sorted, valid_hits
-from recall_shim.recall.rank import Bound, Candidates, Lexical, Ranked, Unserved
+from recall_shim.serving.rank import Bound, Candidates, Lexical, Ranked, Unserved
 
 MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
 

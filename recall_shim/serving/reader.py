@@ -23,7 +23,7 @@ from recall_shim.serving.snapshot import connect_snapshot, snapshot_layers
 
 # The index proposes candidates (recall_shim/serving/hybrid.py; the term postings beside it give the
 # lexical leg, recall_shim/serving/terms.py) and the snapshot's compiled rank statement scores them
-# (recall_shim/recall/rank.py; docs/serving.md). What it cannot answer runs as compiled.
+# (recall_shim/serving/rank.py; docs/serving.md). What it cannot answer runs as compiled.
 # how often a reader lists the published snapshots again when all it listed went meanwhile
 REFRESH_ATTEMPTS = 5
 
@@ -364,7 +364,7 @@ class SnapshotReader:
         texts: Sequence[str | None] | None,
     ) -> list[list[RecalledMemory]]:
         """The compiled statement's answer: the index's candidates, scored by the snapshot's rank
-        statement (see recall_shim/serving/hybrid.py, recall_shim/recall/rank.py)."""
+        statement (see recall_shim/serving/hybrid.py, recall_shim/serving/rank.py)."""
         assert self._hybrid is not None and self._con is not None
         index = self._hybrid.index
         found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),

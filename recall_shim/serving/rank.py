@@ -21,7 +21,6 @@ import numpy as np
 from recall_shim.serving.index import TIE_MARGIN, Hit, SnapshotIndex
 
 
-
 class Unserved(Exception):
     """This request is not answered from the index; the caller runs the compiled statement."""
 
