@@ -97,6 +97,7 @@ near_new as materialized (
                 and n.kind = o.kind
                 and n.kind != 'episode'
                 and n.candidate_id != o.candidate_id
+                and {{ same_thing('n', 'o') }}
                 and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
         where n.is_new
     {%- else -%}
@@ -137,6 +138,7 @@ near_pairs as (
             later.user_id = earlier.user_id
             and later.kind = earlier.kind
             and later.kind != 'episode'
+            and {{ same_thing('later', 'earlier') }}
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
             and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ number_var('consolidation_min_sim') }}
     where later.user_id in (select fu.user_id from full_users as fu)
@@ -185,6 +187,10 @@ merged as (
         any_value(user_id) as user_id,
         any_value(kind) as kind,
         {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
+        {{ first_agg('entity', 'last_mentioned_at desc') }} as entity,
+        {{ first_agg('polarity', 'last_mentioned_at desc') }} as polarity,
+        any_value(happened_on) filter (where candidate_id = memory_id) as happened_on,
+        any_value(happened_grain) filter (where candidate_id = memory_id) as happened_grain,
         any_value(content) filter (where candidate_id = memory_id) as content,
         any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
         min(created_at) as created_at,
@@ -204,7 +210,7 @@ superseded as (
         case
             when slot is not null
                 then lead(last_mentioned_at) over (
-                        partition by user_id, slot order by last_mentioned_at, memory_id
+                        partition by user_id, slot, coalesce(entity, '') order by last_mentioned_at, memory_id
                     )
         end as valid_to
     from merged as mg
@@ -229,6 +235,8 @@ select
     s.user_id,
     s.kind,
     s.slot,
+    s.entity,
+    s.polarity,
     s.content,
     e.embedding,
     s.embedding_form,
@@ -240,6 +248,8 @@ select
     s.merged_candidates,
     s.created_at as valid_from,
     s.valid_to,
+    s.happened_on,
+    s.happened_grain,
     s.candidate_ids,
     {{ run_ts }} as consolidated_at,
     s.user_id in (select fu.user_id from full_users as fu) as full_user
