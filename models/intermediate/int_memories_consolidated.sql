@@ -1,8 +1,11 @@
 {#- One row per memory (memory_id). Candidates of one user and kind whose embeddings reach
     var consolidation_min_sim are one memory: each candidate joins the earliest candidate it is
     that close to, which gives the memory its id and content; provenance and mentions are the
-    union. Episodes are never merged (each message is its own episode). In a slot, the most
-    recently mentioned memory is current; the others get valid_to (supersession).
+    union. Episodes and slot values are never merged (each message is its own episode). Among
+    the memories of one user, slot and entity the most recently mentioned is current; the others
+    get valid_to (supersession; a negation is a newer value that ends the old one). An episode
+    whose messages stated slot values that are all superseded gets valid_to too (it carries only
+    outdated values, so it cannot outrank the current one).
     Memories forgotten by id (stg_forget_requests) never come back.
 
     Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): only users
@@ -204,7 +207,7 @@ merged as (
     group by memory_id
 ),
 
-superseded as (
+slot_superseded as (
     select
         *,
         case
@@ -212,9 +215,47 @@ superseded as (
                 then lead(last_mentioned_at) over (
                         partition by user_id, slot, coalesce(entity, '') order by last_mentioned_at, memory_id
                     )
-        end as valid_to
+        end as slot_valid_to
     from merged as mg
     where not {{ is_forgotten_memory('mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
+),
+
+-- messages whose every slot value is superseded: their episodes carry only outdated values
+-- (issue 14 item 3), so they end when the last of those values ended
+ended_messages as (
+    select
+        sl.user_id,
+        sl.message_id,
+        max(sl.slot_valid_to) as ended_at
+    from (
+        select s.user_id, unnest(s.source_message_ids) as message_id, s.slot_valid_to
+        from slot_superseded as s
+        where s.kind != 'episode' and s.slot is not null
+    ) as sl
+    group by sl.user_id, sl.message_id
+    having bool_and(sl.slot_valid_to is not null)
+),
+
+ended_episodes as (
+    select
+        ep.memory_id,
+        max(em.ended_at) as ended_at,
+        bool_and(em.message_id is not null) as all_ended
+    from (
+        select s.memory_id, s.user_id, unnest(s.source_message_ids) as message_id
+        from slot_superseded as s
+        where s.kind = 'episode'
+    ) as ep
+    left join ended_messages as em on em.user_id = ep.user_id and em.message_id = ep.message_id
+    group by ep.memory_id
+),
+
+superseded as (
+    select
+        s.*,
+        coalesce(s.slot_valid_to, case when ee.all_ended then ee.ended_at end) as valid_to
+    from slot_superseded as s
+    left join ended_episodes as ee on ee.memory_id = s.memory_id
 ),
 
 written as (
