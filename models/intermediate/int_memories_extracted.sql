@@ -29,6 +29,17 @@ text_rules as (
     from {{ ref('clause_rules') }}
 ),
 
+-- the split patterns ('list' and 'entity' rows are alternatives) and the number of rewrite steps
+patterns as (
+    select
+        max(case when purpose = 'sentence' and step_no = 1 then {{ pg_regex('pattern') }} end) as sentence_pattern,
+        {{ pg_regex("string_agg(case when purpose = 'list' then pattern end, '|')") }} as list_pattern,
+        {{ pg_regex("string_agg(case when purpose = 'entity' then pattern end, '|')") }} as entity_pattern,
+        count(case when purpose = 'message' then 1 end) as message_steps,
+        count(case when purpose = 'clause' then 1 end) as clause_steps
+    from text_rules
+),
+
 -- whole-message rewrites, one step per recursion level (the marker is never user text)
 message_pass (message_id, user_id, message_at, loaded_at, content, step_no) as (
     select message_id, user_id, message_at, loaded_at, replace(content, '{{ clause_marker() }}', ' '), 0
@@ -52,17 +63,15 @@ sentences as (
         p.message_at,
         p.loaded_at,
         trim(s.sentence) as sentence
-    from message_pass as p
-    cross join lateral unnest(regexp_split_to_array(
-        p.content,
-        (select {{ pg_regex('r.pattern') }} from text_rules as r where r.purpose = 'sentence' and r.step_no = 1)
-    )) as s (sentence)
-    where p.step_no = (select count(*) from text_rules as r where r.purpose = 'message')
+    from message_pass as p,
+        patterns as pt,
+        unnest(regexp_split_to_array(p.content, pt.sentence_pattern)) as s (sentence)
+    where p.step_no = pt.message_steps
         and length(trim(s.sentence)) > 1
 ),
 
 clause_pass (message_id, user_id, message_at, loaded_at, sentence, clause_text, step_no) as (
-    select message_id, user_id, message_at, loaded_at, sentence, sentence, 0
+    select message_id, user_id, message_at, loaded_at, sentence, sentence as clause_text, 0 as step_no
     from sentences
     union all
     select
@@ -85,9 +94,10 @@ clauses as (
         p.loaded_at,
         p.sentence,
         trim(c.clause) as clause
-    from clause_pass as p
-    cross join lateral unnest(regexp_split_to_array(p.clause_text, '{{ clause_marker() }}')) as c (clause)
-    where p.step_no = (select count(*) from text_rules as r where r.purpose = 'clause')
+    from clause_pass as p,
+        patterns as pt,
+        unnest(regexp_split_to_array(p.clause_text, '{{ clause_marker() }}')) as c (clause)
+    where p.step_no = pt.clause_steps
         and length(trim(c.clause)) > 1
         and length(trim(c.clause)) <= {{ number_var('max_memory_chars') }}
 ),
@@ -114,9 +124,13 @@ matched as (
         r.polarity,
         r.list_item,
         r.pattern,
-        regexp_split_to_array(regexp_replace(c.clause, {{ pg_regex('r.pattern') }}, r.template), '{{ clause_marker() }}') as contents,
+        regexp_split_to_array(
+            regexp_replace(c.clause, {{ pg_regex('r.pattern') }}, r.template), '{{ clause_marker() }}'
+        ) as contents,
         regexp_split_to_array(r.slot, '{{ clause_marker() }}') as slots,
-        regexp_split_to_array(regexp_replace(c.clause, {{ pg_regex('r.pattern') }}, r.entity), '{{ clause_marker() }}') as entities,
+        regexp_split_to_array(
+            regexp_replace(c.clause, {{ pg_regex('r.pattern') }}, r.entity), '{{ clause_marker() }}'
+        ) as entities,
         row_number() over (
             partition by c.user_id, c.message_id, c.sentence, c.clause, r.kind order by r.priority, r.rule_id
         ) as rule_rank
@@ -130,7 +144,12 @@ statements as (
         m.*,
         trim(m.contents[i.n]) as statement,
         nullif(trim(case when {{ list_length('m.slots') }} = 1 then m.slots[1] else m.slots[i.n] end), '') as slot,
-        trim(case when {{ list_length('m.entities') }} = 1 then m.entities[1] else m.entities[i.n] end) as entity_text
+        trim(case when {{ list_length('m.entities') }} = 1 then m.entities[1] else m.entities[i.n] end) as entity_text,
+        case
+            when m.list_item != '' and m.contents[i.n] like '%{item}%'
+                then regexp_replace(m.clause, {{ pg_regex('m.pattern') }}, m.list_item)
+            else ''
+        end as list_text
     from matched as m
     cross join lateral generate_series(1, {{ list_length('m.contents') }}) as i (n)
     where m.rule_rank = 1
@@ -141,36 +160,29 @@ items as (
     select
         s.*,
         trim(it.item) as item
-    from statements as s
-    cross join lateral unnest(regexp_split_to_array(
-        case when s.list_item != '' and s.statement like '%{item}%'
-            then regexp_replace(s.clause, {{ pg_regex('s.pattern') }}, s.list_item) else '' end,
-        (select {{ pg_regex("string_agg(r.pattern, '|')") }} from text_rules as r where r.purpose = 'list')
-    )) as it (item)
+    from statements as s,
+        patterns as pt,
+        unnest(regexp_split_to_array(s.list_text, pt.list_pattern)) as it (item)
 ),
 
 extracted as (
     select
-        message_id,
-        user_id,
-        message_at,
-        loaded_at,
-        sentence,
-        clause,
-        rule_id,
-        kind,
-        slot,
-        polarity,
-        trim(replace(statement, '{item}', item)) as content,
-        nullif(trim(regexp_replace(
-            lower(replace(entity_text, '{item}', item)),
-            (select {{ pg_regex("string_agg(r.pattern, '|')") }} from text_rules as r where r.purpose = 'entity'),
-            '',
-            'g'
-        )), '') as entity
-    from items
-    where (item != '' or statement not like '%{item}%')
-        and trim(replace(statement, '{item}', item)) != ''
+        i.message_id,
+        i.user_id,
+        i.message_at,
+        i.loaded_at,
+        i.sentence,
+        i.clause,
+        i.rule_id,
+        i.kind,
+        i.slot,
+        i.polarity,
+        trim(replace(i.statement, '{item}', i.item)) as content,
+        nullif(trim(regexp_replace(lower(replace(i.entity_text, '{item}', i.item)), pt.entity_pattern, '', 'g')), '')
+            as entity
+    from items as i, patterns as pt
+    where (i.item != '' or i.statement not like '%{item}%')
+        and trim(replace(i.statement, '{item}', i.item)) != ''
 ),
 
 time_rules as (
@@ -187,13 +199,19 @@ timed as (
         row_number() over (
             partition by e.user_id, e.message_id, e.kind, e.content
             order by
-                case when t.time_rule_id is null then 2 when {{ time_expression_match('e.clause', 't.pattern') }} then 0 else 1 end,
+                case
+                    when t.time_rule_id is null then 2
+                    when {{ time_expression_match('e.clause', 't.pattern') }} then 0
+                    else 1
+                end,
                 t.priority,
                 t.time_rule_id
         ) as time_rank
     from extracted as e
     left join time_rules as t
-        on {{ time_expression_match('e.clause', 't.pattern') }} or {{ time_expression_match('e.sentence', 't.pattern', opening=true) }}
+        on
+            {{ time_expression_match('e.clause', 't.pattern') }}
+            or {{ time_expression_match('e.sentence', 't.pattern', opening=true) }}
 ),
 
 best_rule as (
