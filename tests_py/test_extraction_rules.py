@@ -72,7 +72,7 @@ def test_a_newer_value_supersedes_only_its_slot_and_entity(store: MemoryStore) -
     assert en["User works at Equinor"][3] is None                           # same sentence, another slot
     assert en["User works as a geologist"][3] is None
     assert en["User has a cat named Pixel"][3] is None                     # a second cat is another entity
-    assert en["User has a cat named Byte"][3] is None
+    assert en["User has a second cat named Byte"][3] is None
     assert zh["用户住在昆明"][3] is not None and zh["用户住在大理"][3] is None
     assert zh["用户在一家设计院工作"][3] is None
 
