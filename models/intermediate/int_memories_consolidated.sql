@@ -1,8 +1,11 @@
 {#- One row per memory (memory_id). Candidates of one user and kind whose embeddings reach
     var consolidation_min_sim are one memory: each candidate joins the earliest candidate it is
     that close to, which gives the memory its id and content; provenance and mentions are the
-    union. Episodes are never merged (each message is its own episode). In a slot, the most
-    recently mentioned memory is current; the others get valid_to (supersession).
+    union. Episodes and slot values are never merged (each message is its own episode). Among
+    the memories of one user, slot and entity the most recently mentioned is current; the others
+    get valid_to (supersession; a negation is a newer value that ends the old one). An episode
+    whose messages stated slot values that are all superseded gets valid_to too (it carries only
+    outdated values, so it cannot outrank the current one).
     Memories forgotten by id (stg_forget_requests) never come back.
 
     Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): only users
@@ -97,6 +100,7 @@ near_new as materialized (
                 and n.kind = o.kind
                 and n.kind != 'episode'
                 and n.candidate_id != o.candidate_id
+                and {{ same_thing('n', 'o') }}
                 and {{ vector_cosine('n.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
         where n.is_new
     {%- else -%}
@@ -137,6 +141,7 @@ near_pairs as (
             later.user_id = earlier.user_id
             and later.kind = earlier.kind
             and later.kind != 'episode'
+            and {{ same_thing('later', 'earlier') }}
             and (earlier.created_at, earlier.candidate_id) < (later.created_at, later.candidate_id)
             and {{ vector_cosine('later.embedding', 'earlier.embedding') }} >= {{ number_var('consolidation_min_sim') }}
     where later.user_id in (select fu.user_id from full_users as fu)
@@ -185,6 +190,10 @@ merged as (
         any_value(user_id) as user_id,
         any_value(kind) as kind,
         {{ first_agg('slot', 'last_mentioned_at desc') }} as slot,
+        {{ first_agg('entity', 'last_mentioned_at desc') }} as entity,
+        {{ first_agg('polarity', 'last_mentioned_at desc') }} as polarity,
+        any_value(happened_on) filter (where candidate_id = memory_id) as happened_on,
+        any_value(happened_grain) filter (where candidate_id = memory_id) as happened_grain,
         any_value(content) filter (where candidate_id = memory_id) as content,
         any_value(embedding_form) filter (where candidate_id = memory_id) as embedding_form,
         min(created_at) as created_at,
@@ -198,18 +207,56 @@ merged as (
     group by memory_id
 ),
 
-superseded as (
+slot_superseded as (
     select
         *,
         case
             when slot is not null
                 then lead(last_mentioned_at) over (
-                        partition by user_id, slot order by last_mentioned_at, memory_id
+                        partition by user_id, slot, coalesce(entity, '') order by last_mentioned_at, memory_id
                     )
-        end as valid_to
+        end as slot_valid_to
     from merged as mg
     where not {{ is_forgotten_memory(
         ref('stg_forget_requests'), 'mg.memory_id', 'mg.user_id', 'mg.kind', 'mg.content') }}
+),
+
+-- messages whose every slot value is superseded: their episodes carry only outdated values
+-- (issue 14 item 3), so they end when the last of those values ended
+ended_messages as (
+    select
+        sl.user_id,
+        sl.message_id,
+        max(sl.slot_valid_to) as ended_at
+    from (
+        select s.user_id, unnest(s.source_message_ids) as message_id, s.slot_valid_to
+        from slot_superseded as s
+        where s.kind != 'episode' and s.slot is not null
+    ) as sl
+    group by sl.user_id, sl.message_id
+    having bool_and(sl.slot_valid_to is not null)
+),
+
+ended_episodes as (
+    select
+        ep.memory_id,
+        max(em.ended_at) as ended_at,
+        bool_and(em.message_id is not null) as all_ended
+    from (
+        select s.memory_id, s.user_id, unnest(s.source_message_ids) as message_id
+        from slot_superseded as s
+        where s.kind = 'episode'
+    ) as ep
+    left join ended_messages as em on em.user_id = ep.user_id and em.message_id = ep.message_id
+    group by ep.memory_id
+),
+
+superseded as (
+    select
+        s.*,
+        coalesce(s.slot_valid_to, case when ee.all_ended then ee.ended_at end) as valid_to
+    from slot_superseded as s
+    left join ended_episodes as ee on ee.memory_id = s.memory_id
 ),
 
 written as (
@@ -230,6 +277,8 @@ select
     s.user_id,
     s.kind,
     s.slot,
+    s.entity,
+    s.polarity,
     s.content,
     e.embedding,
     s.embedding_form,
@@ -241,6 +290,8 @@ select
     s.merged_candidates,
     s.created_at as valid_from,
     s.valid_to,
+    s.happened_on,
+    s.happened_grain,
     s.candidate_ids,
     {{ run_ts }} as consolidated_at,
     s.user_id in (select fu.user_id from full_users as fu) as full_user

@@ -16,16 +16,22 @@
 -- depends_on: {{ ref('stg_forget_requests') }}
 
 with extractions as (
-    select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+    select
+        extraction_id, message_id, user_id, rule_id, kind, slot, entity, polarity, content, happened_on,
+        happened_grain, message_at, loaded_at
     from {{ ref('int_memories_extracted') }}
     union all
     -- LLM extraction (a dbt Python model) runs on the DuckDB target only
     {% if target.type == 'duckdb' %}
-        select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+        select
+            extraction_id, message_id, user_id, rule_id, kind, slot, null as entity, null as polarity, content,
+            null::date as happened_on, null as happened_grain, message_at, loaded_at
         from {{ ref('int_memories_llm_extracted') }}
         union all
     {% endif %}
-    select extraction_id, message_id, user_id, rule_id, kind, slot, content, message_at, loaded_at
+    select
+        extraction_id, message_id, user_id, rule_id, kind, slot, null as entity, null as polarity, content,
+        null::date as happened_on, null as happened_grain, message_at, loaded_at
     from {{ ref('int_episodes_extracted') }}
 ),
 
@@ -75,7 +81,11 @@ fresh as (
         user_id,
         kind,
         {{ first_agg('slot', 'message_at desc') }} as slot,
+        {{ first_agg('entity', 'message_at desc') }} as entity,
+        {{ first_agg('polarity', 'message_at desc') }} as polarity,
         {{ arg_min_agg('content', 'message_at') }} as content,
+        {{ first_agg('happened_on', 'message_at') }} as happened_on,
+        {{ first_agg('happened_grain', 'message_at') }} as happened_grain,
         {{ embedding_form_for_kind('kind') }} as embedding_form,
         min(message_at) as created_at,
         max(message_at) as last_mentioned_at,
@@ -94,7 +104,19 @@ fresh as (
             when o.candidate_id is null or f.last_mentioned_at >= o.last_mentioned_at then f.slot
             else o.slot
         end as slot,
+        case
+            when o.candidate_id is null or f.last_mentioned_at >= o.last_mentioned_at then f.entity
+            else o.entity
+        end as entity,
+        case
+            when o.candidate_id is null or f.last_mentioned_at >= o.last_mentioned_at then f.polarity
+            else o.polarity
+        end as polarity,
         case when o.candidate_id is null or f.created_at < o.created_at then f.content else o.content end as content,
+        case when o.candidate_id is null or f.created_at < o.created_at then f.happened_on else o.happened_on end as happened_on,
+        case
+            when o.candidate_id is null or f.created_at < o.created_at then f.happened_grain else o.happened_grain
+        end as happened_grain,
         f.embedding_form,
         case when o.candidate_id is null then f.created_at else least(f.created_at, o.created_at) end as created_at,
         case

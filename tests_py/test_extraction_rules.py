@@ -1,0 +1,103 @@
+"""The shipped extraction seeds (extraction_rules, clause_rules, time_expressions) on everyday
+sentences written for this test, English and Chinese: one real store, built twice (first the
+old values, then the changes), shared by the module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recall_shim import MemoryStore
+from tests_py.conftest import query
+
+FIRST: list[tuple[str, str, str]] = [
+    ("en", "2026-02-02 09:00:00", "Hey! I'm Ingrid. I live in Tromso and work as a geologist at Equinor."),
+    ("en", "2026-02-02 09:01:00", "I'm allergic to sesame and latex, and I'm pescatarian."),
+    ("en", "2026-02-02 09:02:00", "I have a cat named Pixel. I love oat milk, but I hate crowded trains."),
+    ("en", "2026-02-02 09:03:00", "I speak Norwegian, German and Dutch."),
+    ("zh", "2026-02-02 09:04:00", "你好，我叫周宁。我住在昆明，在一家设计院工作。"),
+    ("zh", "2026-02-02 09:05:00", "我对芒果和虾过敏，我很喜欢喝豆浆。"),
+]
+LATER: list[tuple[str, str, str]] = [
+    ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
+    ("en", "2026-06-10 18:01:00", "I also adopted a second cat called Byte, and I stopped drinking oat milk."),
+    ("en", "2026-06-10 18:02:00", "Please answer in German, keep answers brief and use tables."),
+    ("en", "2026-06-10 18:03:00", "I'm visiting Stavanger next Friday."),
+    ("zh", "2026-06-10 18:04:00", "我上个月从昆明搬到了大理，不再喝豆浆了。"),
+]
+
+
+def _rows(batch: list[tuple[str, str, str]], start: int) -> list[dict[str, Any]]:
+    return [{"user_id": f"x_{lang}", "session_id": f"s{start}", "msg_seq": i, "role": "user", "content": text,
+             "ts": ts, "message_id": f"m{start}_{i}"} for i, (lang, ts, text) in enumerate(batch)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
+    s = MemoryStore(Path(tmp_path_factory.mktemp("extraction")) / "store.duckdb")
+    s.remember_many(_rows(FIRST, 1))
+    s.build()
+    s.remember_many(_rows(LATER, 2))
+    s.build()  # incremental: the changes arrive in a later build
+    return s
+
+
+def _memories(store: MemoryStore, user: str) -> dict[str, tuple[Any, ...]]:
+    rows = query(store, "select content, slot, entity, polarity, valid_to, happened_on from int_memories_consolidated"
+                        " where user_id = ? and kind != 'episode'", [user])
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_clauses_and_lists_become_one_clean_memory_each(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_en"), _memories(store, "x_zh")
+    for content in ["User's name is Ingrid", "User works as a geologist", "User works at Equinor",
+                    "User is allergic to sesame", "User is allergic to latex", "User is pescatarian",
+                    "User has a cat named Pixel", "User dislikes crowded trains", "User speaks Norwegian",
+                    "User speaks German", "User speaks Dutch"]:
+        assert content in en, content
+    for content in ["用户叫周宁", "用户在一家设计院工作", "用户对芒果过敏", "用户对虾过敏", "用户喜欢喝豆浆"]:
+        assert content in zh, content
+    # no template fragments: every clause is its own memory
+    assert not [c for c in en if " and work" in c or " but " in c]
+    assert not [c for c in zh if "，" in c]
+
+
+def test_a_newer_value_supersedes_only_its_slot_and_entity(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_en"), _memories(store, "x_zh")
+    assert en["User lives in Tromso"][3] is not None                       # moved: ended
+    assert en["User lives in Bergen"][3] is None
+    assert en["User used to live in Tromso"][3] is None
+    assert en["User works at Equinor"][3] is None                           # same sentence, another slot
+    assert en["User works as a geologist"][3] is None
+    assert en["User has a cat named Pixel"][3] is None                     # a second cat is another entity
+    assert en["User has a second cat named Byte"][3] is None
+    assert zh["用户住在昆明"][3] is not None and zh["用户住在大理"][3] is None
+    assert zh["用户在一家设计院工作"][3] is None
+
+
+def test_a_negation_ends_the_old_memory(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_en"), _memories(store, "x_zh")
+    assert en["User loves oat milk"][3] is not None
+    assert en["User stopped drinking oat milk"][1:4] == ("oat milk", "negative", None)
+    assert zh["用户喜欢喝豆浆"][3] is not None
+    assert zh["用户不再喝豆浆"][1:4] == ("豆浆", "negative", None)
+    assert en["User dislikes crowded trains"][3] is None                    # another entity of the slot
+
+
+def test_answer_preferences_in_one_sentence_are_three_slots(store: MemoryStore) -> None:
+    en = _memories(store, "x_en")
+    assert en["User wants answers in German"][0] == "answer_language"
+    assert en["User wants brief answers"][0] == "answer_length"
+    assert en["User wants answers with tables"][0] == "answer_format"
+
+
+def test_when_it_happened_is_resolved_against_the_message_time(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_en"), _memories(store, "x_zh")
+    assert str(en["User lives in Bergen"][4]) == "2026-05-01"             # last month, said 2026-06-10
+    assert str(zh["用户住在大理"][4]) == "2026-05-01"                       # 上个月
+    said = query(store, "select happened_on, message_at from int_memories_extracted"
+                        " where content = 'User is visiting Stavanger next Friday'")
+    assert said and str(said[0][0]) == "2026-06-12" and str(said[0][1]) == "2026-06-10 18:03:00"
+    assert en["User has a cat named Pixel"][4] is None                      # said no time
