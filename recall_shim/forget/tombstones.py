@@ -1,6 +1,6 @@
 """Forget tombstones: ids only, never content (docs/data_protection.md). Written by forget on
 both targets (recall_shim/forget/duckdb.py, recall_shim/targets/postgres/forget.py) and read by every build
-(models/staging/stg_forget_requests.sql).
+(models/staging/landing/stg_forget_requests.sql).
 
 Scopes: 'user' (every row of user_id landed up to forgotten_at), 'memory' (memory_id of user_id,
 forever) and 'message' ((user_id, message_id), forever: a replayed row is dropped at the build).
