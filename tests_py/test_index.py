@@ -15,8 +15,7 @@ import pyarrow as pa
 import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
-from recall_shim.serving.hybrid import HybridSearcher, fusion_of
-from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
+from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
 
 from .conftest import DEMO_LOG
 
@@ -81,19 +80,6 @@ def exact(snapshot: Path, user: str, vectors: np.ndarray, top_k: int, min_sim: f
     for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, _lexical in rows:
         out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources))
     return out
-
-
-def index_search(snap: Path, index: SnapshotIndex, user: str, queries: np.ndarray, top_k: int, min_sim: float,
-                 kinds: list[str] | None) -> list[list[Hit]]:
-    """``index``'s candidates scored by ``snap``'s compiled rank statement (what serving runs)."""
-    con = duckdb.connect(str(snap), read_only=True)
-    try:
-        rows = {r["query_name"]: r for r in con.sql("select * from recall_queries").to_arrow_table().to_pylist()}
-        found = fusion_of(rows)
-        assert found is not None, "the snapshot lacks the rank statement"
-        return HybridSearcher(index, *found).search(con, user, queries, None, top_k, min_sim, kinds)
-    finally:
-        con.close()
 
 
 def assert_same(got: list[RecalledMemory], want: list[tuple]) -> None:

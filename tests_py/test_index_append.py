@@ -18,7 +18,7 @@ from recall_shim import MemoryStore
 from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
 from recall_shim.serving.index_heavy import PAYLOAD, PAYLOAD_END, VECTORS
 
-from .test_index import DIM, check_all, index_search, synthetic_rows, template, vector_store, write_snapshot  # noqa: F401
+from .test_index import DIM, check_all, synthetic_rows, template, vector_store, write_snapshot  # noqa: F401
 
 # tiny settings force an IVF user on small data; every list probed: the answers must be exact
 SETTINGS = {"min_rows": 1000, "lists_per_sqrt": 1.0, "nprobe": 10_000}
@@ -68,8 +68,7 @@ def same_as_full_build(snap: Path, tmp_path: Path, queries: np.ndarray) -> None:
     try:
         for user in ("big", "small", "tiny"):
             for kinds in (None, ["fact"]):
-                got = index_search(snap, a, user, queries, 20, -1.0, kinds)
-                want = index_search(full, b, user, queries, 20, -1.0, kinds)
+                got, want = a.search(user, queries, 20, -1.0, kinds), b.search(user, queries, 20, -1.0, kinds)
                 for g, w in zip(got, want):
                     # a tail row's cosine comes from the heavy file, an IVF row's from the IVF's
                     # float32 unit vector: scores closer than 1e-6 may swap
@@ -121,7 +120,7 @@ def test_incremental_builds_append_and_answer_like_a_full_build(tmp_path: Path, 
     same_as_full_build(second, tmp_path, queries)
     # the older index still answers for its own snapshot after the append
     old = SnapshotIndex(index_dir(first))
-    assert index_search(first, old, "big", queries[:1], 5, -1.0, None)[0][0].memory_id == rows["memory_id"][0]
+    assert old.search("big", queries[:1], 5, -1.0, None)[0][0].memory_id == rows["memory_id"][0]
     old.close()
 
     # build 3: 100 more new memories, and a lower tail_share: tail + dropped (197) pass 5% of the

@@ -97,7 +97,7 @@ class Hybrid:
         row = rows["recall"]
         self.w, self.sat, sw = row["fusion_vector_weight"], row["lexical_saturation"], row["strength_weight"]
         self.recall_sql = row["sql_text"]
-        _, self.lexicon, _ = fusion_of(rows)
+        _, self.lexicon = fusion_of(rows)
         folder = index_dir(snap)
         users = np.load(folder / "users.npy")
         self.user = int(np.searchsorted(users, BIG_USER.encode()))

@@ -6,17 +6,11 @@
      '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][], $3 top_k INTEGER, $4 min_sim DOUBLE, $5 kinds VARCHAR[] or NULL, $6 query texts VARCHAR[], $7 agent_id VARCHAR or NULL, $8 session_id VARCHAR or NULL'),
     ('similarity_distribution', shim_similarity_sql(),
      '$1 user_id VARCHAR, $2 query vectors FLOAT[dim][]'),
-    ('rank', shim_rank_sql(),
-     '$1..$8 candidate arrays (intent_id, memory_id, similarity, lexical_score, strength, is_question, vector_rank, lexical_rank), $9 sim_min DOUBLE[], $10 sim_max DOUBLE[] per intent, $11 top_k INTEGER, $12 min_sim DOUBLE, $13..$20 bound-row arrays (intent_id, similarity, lexical_score, vector_rank, lexical_rank, strength, is_question, part); macros/recall.sql shim_rank_sql'),
     ('lexical', shim_lexical_sql(),
      '$1 user_id VARCHAR, $2 query texts VARCHAR[]'),
     ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
      '$1 text VARCHAR'),
 ] -%}
-{%- if target.type == 'postgres' -%}
-{%- do statements.append(('ann_rank', pg_ann_rank_sql(),
-    '$1 user_id VARCHAR, $2 query vector (text), $3 kinds VARCHAR[] or NULL, $4 candidates INTEGER, $5 top_k INTEGER, $6 min_sim DOUBLE; macros/recall.sql pg_ann_rank_sql')) -%}
-{%- endif %}
 
 {%- set stopwords_sql = 'array[' ~ sql_string_list(string_list_var('lexical_stopwords')) ~ ']' -%}
 

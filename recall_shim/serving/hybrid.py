@@ -1,22 +1,34 @@
-"""Recall from the serving index: a candidate generator. The index computes the legs (cosines,
-BM25 from the term postings, min / max cosine, ranks) and proposes candidates; the snapshot's rank
-statement scores them (recall_shim/serving/rank.py; the score is macros/recall.sql ``recall_score``,
-written once). No score is computed here.
+"""The shipped hybrid fusions from the serving index: the compiled recall statement's answer
+(macros/recall.sql ``recall_sql`` is the spec) without scanning the user's memories.
 
-Per intent, a proposal is A (the best memories by cosine) and B (the best lexical matches by
-BM25), with the bound: every memory outside A has cosine <= c_A, every one outside B has BM25 <=
-b_B (for rrf: vector rank > |A|, lexical rank > |B|). The statement scores the bound as a row;
-when the k-th score beats it the answer is final, else the leg whose bound still reaches the k-th
-score is doubled (the statement reports the vector leg's bound alone), and past ``max_share`` of
-the user's memories the block is scanned exactly (the same loop over exact cosines).
+Per intent, with f = (1 - sw + sw x strength) x question weight (``SnapshotIndex.factor``):
 
-- a user scanned exactly (at most ``min_rows`` memories, or the fallback): float32 cosines of the
-  whole block are the "index" (A by cosine, c_A the next cosine plus the float32 error); exact
-  float64 cosines for the candidates; rrf sorts the whole block in float64 for exact ranks.
-- a user with an IVF (recall_shim/serving/index_ivf.py ``IvfLegs``): A from the IVF and the tail; mn / mx
-  from the IVF (the negated query for mn). rrf needs exact global vector ranks, which an IVF
-  cannot give: Unserved (the caller runs the compiled statement). So is ``lexical`` when fewer
-  than top_k memories match a query term (the rest rank by memory_id at score 0).
+    weighted  score = f x (w x (cos - mn) / (mx - mn) + (1 - w) x bm25 / (bm25 + sat))
+              (mn, mx: min / max cosine over the user's scoped memories; mx = mn gives 1)
+    lexical   score = f x bm25   (0 without a lexical match: ties broken by memory_id)
+    rrf       score = f x (w / (k + vector_rank) + (1 - w) / (k + lexical_rank))
+
+threshold on raw cosine, kind filter, NULL/zero/NaN vectors never rank, ties by memory_id.
+
+The lexical leg comes from the index's term postings (recall_shim/serving/terms.py: the snapshot's
+memory_term_index / memory_term_stats as arrays, BM25 as the ``bm25_term`` macro, query terms as
+the ``tokenize`` macro; it reads only the user's postings of the query's terms; the snapshot's
+compiled ``lexical`` statement is the same leg in SQL, used by the tests as its spec). The vector
+leg comes from the index:
+
+- a user scanned exactly (at most ``min_rows`` memories): float32 cosines of the whole block,
+  approximate scores, then the float64 re-rank of everything near the k-th score. Exact (rrf too).
+- a user with an IVF: mx is the best IVF hit, mn the best hit of the negated query (probing
+  MIN_PROBES x as many lists; both also bounded by every candidate's exact cosine). Candidates are
+  the top IVF hits by cosine (set A, worst cosine c_A) and the top lexical matches by BM25 (set B,
+  next BM25 b_B); both are scored exactly. Every memory outside A and B scores at most
+  f_max x (w x (c_A - mn) / (mx - mn) + (1 - w) x b_B / (b_B + sat)), so once that bound is below
+  the k-th score (or c_A is below the threshold) the answer is final; otherwise the larger term's
+  set is doubled, and past ``max_share`` of the user's memories the block is scanned exactly.
+  Only the IVF's probe recall is approximate (measured: benchmarks/recall_speed).
+  rrf needs the exact global vector rank of every lexical match, which an IVF cannot give: for
+  IVF users it is not served here (the caller runs the compiled statement). So is ``lexical``
+  when fewer than top_k memories match a query term (the rest rank by memory_id at score 0).
 """
 
 from __future__ import annotations
@@ -27,14 +39,12 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex
-from recall_shim.serving.ivf_legs import IvfLegs, first_candidates
-from recall_shim.serving.rank import Bound, Candidates, Lexical, Ranked, Ranker, Unserved
+from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, row_dots
+from recall_shim.serving.index_ivf import EMPTY_ROWS, in_sorted, load_faiss, valid_hits
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
-FUSIONS = ("weighted", "lexical", "rrf", "vector")
-
-__all__ = ["FUSIONS", "Fusion", "HybridSearcher", "Unserved", "fusion_of"]
+HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
+MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
 
 
 @dataclass(frozen=True)
@@ -48,173 +58,65 @@ class Fusion:
     episodes_by_default: bool = True
 
 
-class ExactLegs:
-    """One intent's legs over a whole block: float32 cosines sorted are the vector "index"."""
+class Unserved(Exception):
+    """This request is not answered from the index; the caller runs the compiled statement."""
 
-    def __init__(self, ix: SnapshotIndex, method: str, lo: int, hi: int, qn: np.ndarray, lex: Lexical,
-                 top_k: int, allowed: np.ndarray, mapped: bool) -> None:
-        self.ix, self.method, self.qn, self.mapped = ix, method, qn, mapped
-        c32 = block_cosines(ix, lo, hi, qn, mapped)
-        in_scope = allowed[ix.kind[lo:hi]]
-        ok = in_scope & np.isfinite(c32) & np.isfinite(ix.strength[lo:hi])
-        self.rows, self.c32 = lo + np.flatnonzero(ok), c32[ok]
-        self.m_a = self.m_b = first_candidates(ix, top_k)
-        self.everything = False
-        # lexical matches with a vector in scope (candidates), by BM25
-        has = ok[lex.rows - lo] if len(lex.rows) else np.zeros(0, bool)
-        self.b_rows, self.b_score = lex.rows[has], lex.score[has]
-        self.lex = lex
-        self.mn = self.mx = 0.0
+
+@dataclass
+class _Lexical:
+    """One intent's lexical matches in the user's block: rows ascending, their BM25."""
+
+    rows: np.ndarray
+    score: np.ndarray
+
+    def of(self, rows: np.ndarray) -> np.ndarray:
         if not len(self.rows):
-            return
-        if method == "weighted":
-            self.mx = float(np.max(self.exact(self.rows[self.c32 >= self.c32.max() - TIE_MARGIN])))
-            self.mn = float(np.min(self.exact(self.rows[self.c32 <= self.c32.min() + TIE_MARGIN])))
-        if method == "rrf":  # exact global ranks: vector over every scoped memory with a vector,
-            # lexical over every scoped lexical match (with or without a vector)
-            self.cos = self.exact(self.rows)
-            fin = np.isfinite(self.cos)
-            self.rows, self.cos = self.rows[fin], self.cos[fin]
-            self.order = np.lexsort((ix.memory_id[self.rows], -self.cos))
-            self.vrank = np.empty(len(self.rows), np.int64)
-            self.vrank[self.order] = np.arange(1, len(self.rows) + 1)
-            lsel = in_scope[lex.rows - lo] if len(lex.rows) else np.zeros(0, bool)
-            self.l_rows, l_score = lex.rows[lsel], lex.score[lsel]
-            self.l_order = np.lexsort((ix.memory_id[self.l_rows], -l_score))
-            self.lrank = np.empty(len(self.l_rows), np.int64)
-            self.lrank[self.l_order] = np.arange(1, len(self.l_rows) + 1)
-
-    def exact(self, rows: np.ndarray) -> np.ndarray:
-        return self.ix.cosines(rows, self.qn, self.mapped)
-
-    def propose(self) -> Candidates:
-        if not len(self.rows):
-            return Candidates(self.rows, np.zeros(0), np.zeros(0))
-        if self.method == "rrf":
-            return self._propose_rrf()
-        n = len(self.rows)
-        bound_sim: float | None = None
-        a_idx = np.zeros(0, np.int64)
-        if self.everything:
-            a_idx = np.arange(n)
-        elif self.method != "lexical":
-            if self.m_a >= n:
-                a_idx = np.arange(n)
-            else:
-                part = np.argpartition(-self.c32, self.m_a)
-                a_idx, bound_sim = part[: self.m_a], float(self.c32[part[self.m_a]]) + TIE_MARGIN
-        else:
-            bound_sim = np.inf  # lexical: any cosine
-        b_next: float | None = None
-        b_rows = self.b_rows
-        if self.method != "vector" and not self.everything and self.m_b < len(self.b_rows):
-            part = np.argpartition(-self.b_score, self.m_b)
-            b_rows, b_next = self.b_rows[part[: self.m_b]], float(self.b_score[part[self.m_b]])
-        if self.method == "vector":
-            b_rows = b_rows[:0]
-        rows = np.union1d(self.rows[a_idx], b_rows)
-        cos = self.exact(rows)
-        ok = np.isfinite(cos)
-        rows, cos = rows[ok], cos[ok]
-        if len(cos):
-            self.mn, self.mx = min(self.mn, float(cos.min())), max(self.mx, float(cos.max()))
-        bound = None if bound_sim is None else Bound(bound_sim, b_next)
-        return Candidates(rows, cos, self.lex.of(rows), self.mn, self.mx, bound=bound)
-
-    def _propose_rrf(self) -> Candidates:
-        n, nl = len(self.rows), len(self.l_rows)
-        a = self.order[: self.m_a]
-        b_rows = self.l_rows[self.l_order[: self.m_b]]
-        rows = np.union1d(self.rows[a], b_rows[np.isin(b_rows, self.rows)])
-        pos = np.searchsorted(self.rows, rows)
-        lpos = np.minimum(np.searchsorted(self.l_rows, rows), max(nl - 1, 0))
-        lrank = np.where(self.l_rows[lpos] == rows, self.lrank[lpos], 0) if nl else np.zeros(len(rows), np.int64)
-        bound = None
-        if self.m_a < n:
-            bound = Bound(float(self.cos[self.order[self.m_a]]), None, self.m_a + 1,
-                          self.m_b + 1 if self.m_b < nl else None)
-        return Candidates(rows, self.cos[pos], self.lex.of(rows), vector_rank=self.vrank[pos], lexical_rank=lrank,
-                          bound=bound)
-
-    def widen(self, ranked: Ranked, top_k: int) -> None:
-        if self.method == "lexical" and self.m_b >= len(self.b_rows):
-            self.everything = True  # fewer matches than top_k: the rest tie at 0 by memory_id
-        elif self.method == "weighted" and not ranked.vector_leg_limits(top_k) and self.m_b < len(self.b_rows):
-            self.m_b *= 2
-        else:
-            self.m_a, self.m_b = self.m_a * 2, self.m_b * 2
-
-
-def block_cosines(ix: SnapshotIndex, lo: int, hi: int, qn: np.ndarray, mapped: bool) -> np.ndarray:
-    """float32-accurate cosines of a whole block (NaN for zero vectors)."""
-    q32 = qn.astype(np.float32)
-    out = np.empty(hi - lo)
-    for a in range(lo, hi, SCAN_CHUNK):
-        b = min(hi, a + SCAN_CHUNK)
-        block = ix.range_vectors(a, b, mapped)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[a - lo : b - lo] = (block @ q32).astype(np.float64) / ix.norm[a:b]
-    out[ix.norm[lo:hi] <= 0] = np.nan
-    return out
+            return np.zeros(len(rows))
+        i = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        return np.where(self.rows[i] == rows, self.score[i], 0.0)
 
 
 class HybridSearcher:
-    """Answers recall (every fusion) from a SnapshotIndex: candidates from the index, scores from
-    the snapshot's rank statement."""
+    """Answers ``weighted`` / ``lexical`` / ``rrf`` recall from a SnapshotIndex plus the snapshot's
+    compiled lexical statement."""
 
-    def __init__(self, index: SnapshotIndex, fusion: Fusion, lexicon: Lexicon, ranker: Ranker) -> None:
-        if fusion.method not in FUSIONS:
-            raise ValueError(f"not a fusion: {fusion.method}")
+    def __init__(self, index: SnapshotIndex, fusion: Fusion, lexicon: Lexicon) -> None:
+        if fusion.method not in HYBRID_FUSIONS:
+            raise ValueError(f"not a hybrid fusion: {fusion.method}")
         self.index = index
         self.fusion = fusion
         self.lexicon = lexicon
-        self.ranker = ranker
-        self.postings = TermPostings(index.folder, index.users) if fusion.method != "vector" else None
+        self.postings = TermPostings(index.folder, index.users)
+
+    # --- public ---------------------------------------------------------------------------
 
     def search(self, con: duckdb.DuckDBPyConnection, user_id: str, vectors: np.ndarray,
                texts: Sequence[str | None] | None, top_k: int, min_sim: float,
                kinds: Sequence[str] | None) -> list[list[Hit]]:
-        """Top ``top_k`` per intent, the compiled statement's answer. Raises Unserved."""
-        ix, method = self.index, self.fusion.method
+        """Top ``top_k`` per intent, like the compiled statement. Raises Unserved."""
+        ix = self.index
         q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
         lo, hi = ix.block(user_id)
         allowed = self._allowed(kinds)
         if hi == lo or not allowed.any() or top_k <= 0:
             return [[] for _ in q64]
         big = user_id in ix.meta["ivf"]
-        if big and method == "rrf":
+        if big and self.fusion.method == "rrf":
             raise Unserved("rrf needs exact global vector ranks")
         try:
-            lex = self._lexical(con, user_id, texts if method != "vector" else None, len(q64))
+            lex = self._lexical(con, user_id, texts, len(q64))
         except LookupError as exc:
             raise Unserved(str(exc)) from None
-        legs: list[Any] = []
+        out = []
         for q, lx in zip(q64, lex):
             qn = q / np.linalg.norm(q)
             if big:
-                legs.append(IvfLegs(ix, method, user_id, lo, hi, qn, lx, top_k, allowed))
+                out.append(self._search_ivf(user_id, lo, hi, qn, lx, top_k, min_sim, allowed))
             else:
-                legs.append(ExactLegs(ix, method, lo, hi, qn, lx, top_k, allowed, mapped=True))
-        out: list[list[Hit]] = [[] for _ in q64]
-        pending = list(range(len(q64)))
-        while pending:
-            proposals = []
-            for i in pending:
-                p = legs[i].propose()
-                if p is None:  # past max_share: the block scanned exactly
-                    legs[i] = ExactLegs(ix, method, lo, hi, legs[i].qn, lex[i], top_k, allowed, mapped=False)
-                    p = legs[i].propose()
-                proposals.append(p)
-            ranked = self.ranker.rank(con, ix, user_id, proposals, top_k, min_sim)
-            still = []
-            for i, r in zip(pending, ranked):
-                if r.settled(top_k):
-                    out[i] = r.hits
-                else:
-                    legs[i].widen(r, top_k)
-                    still.append(i)
-            pending = still
+                out.append(self._exact(lo, hi, qn, lx, top_k, min_sim, allowed, mapped=True))
         return out
+
+    # --- pieces ---------------------------------------------------------------------------
 
     def _allowed(self, kinds: Sequence[str] | None) -> np.ndarray:
         """Kind codes in scope, as the compiled statement's scoped_memories (a NULL kind is in
@@ -230,32 +132,251 @@ class HybridSearcher:
         return allowed
 
     def _lexical(self, con: duckdb.DuckDBPyConnection, user_id: str, texts: Sequence[str | None] | None,
-                 n: int) -> list[Lexical]:
+                 n: int) -> list[_Lexical]:
         """Per intent: BM25 of the user's memories matching the query's terms (none for a
-        precomputed vector without text, or the vector fusion)."""
+        precomputed vector without text)."""
         key = user_id.encode()
         u = int(np.searchsorted(self.index.users, key))
         out = []
         for i in range(n):
             text = texts[i] if texts is not None and i < len(texts) else None
             terms = tokenize(text, self.lexicon, con) if text is not None else []
-            if not terms or self.postings is None:
-                out.append(Lexical(np.zeros(0, np.int64), np.zeros(0)))
+            if not terms:
+                out.append(_Lexical(np.zeros(0, np.int64), np.zeros(0)))
                 continue
             rows, score = self.postings.scores(u, terms, self.lexicon.k1, self.lexicon.b)
-            out.append(Lexical(rows, score))
+            out.append(_Lexical(rows, score))
         return out
 
+    def _relevance(self, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float) -> np.ndarray:
+        f = self.fusion
+        if f.method == "lexical":
+            return ls
+        span = mx - mn
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # in [0, 1] as in SQL (mn and mx are cosines of the rows themselves; the clip only
+            # removes float64 rounding between two matrix products of the same rows)
+            vec = np.clip((cos - mn) / span, 0.0, 1.0) if span != 0 else np.ones_like(cos)
+            lexical = np.where(ls > 0, ls / (ls + f.saturation), 0.0)
+        return f.vector_weight * vec + (1 - f.vector_weight) * lexical
 
-def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon, Ranker] | None:
-    """The Fusion, Lexicon and Ranker of a snapshot's recall_queries rows (by query_name), or None
-    for a snapshot published before they were (then recall runs as compiled)."""
+    def _hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
+              min_sim: float) -> list[Hit]:
+        """Rank (unique) rows with exact cosines and scores: threshold, score desc, memory_id."""
+        ix = self.index
+        ok = np.isfinite(cos) & (cos >= min_sim) & np.isfinite(score)
+        r, c, s, lsc = rows[ok], cos[ok], score[ok], ls[ok]
+        ids = ix.memory_id[r]
+        order = np.lexsort((ids, -s))[:top_k]
+        return [Hit(int(r[i]), ids[i].decode(), ix.kinds[ix.kind[r[i]]], float(c[i]), float(ix.strength[r[i]]),
+                          float(s[i]), float(lsc[i])) for i in order]
+
+    def _block_cosines(self, lo: int, hi: int, qn: np.ndarray, mapped: bool) -> np.ndarray:
+        """float32-accurate cosines of a whole block (NaN for zero vectors)."""
+        ix = self.index
+        q32 = qn.astype(np.float32)
+        out = np.empty(hi - lo)
+        for a in range(lo, hi, SCAN_CHUNK):
+            b = min(hi, a + SCAN_CHUNK)
+            block = ix.range_vectors(a, b, mapped)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[a - lo : b - lo] = (block @ q32).astype(np.float64) / ix.norm[a:b]
+        out[ix.norm[lo:hi] <= 0] = np.nan
+        return out
+
+    def _exact(self, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int, min_sim: float,
+               allowed: np.ndarray, mapped: bool) -> list[Hit]:
+        """The whole block: float32 screening of every scoped memory, float64 re-rank."""
+        ix, f = self.index, self.fusion
+        approx = self._block_cosines(lo, hi, qn, mapped)
+        in_scope = allowed[ix.kind[lo:hi]]
+        rows = lo + np.flatnonzero(in_scope & np.isfinite(approx))
+        if not len(rows):
+            return []
+        c32 = approx[rows - lo]
+        exact = lambda r: ix._cosines(r, qn, mapped)  # noqa: E731
+        if f.method == "rrf":
+            return self._rrf(lo, hi, rows, exact(rows), lex, in_scope, top_k, min_sim)
+        mx = float(np.max(exact(rows[c32 >= c32.max() - TIE_MARGIN])))
+        mn = float(np.min(exact(rows[c32 <= c32.min() + TIE_MARGIN])))
+        ls = lex.of(rows)
+        score = self._relevance(c32, ls, mn, mx) * ix.factor[rows]
+        elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(score))
+        if len(elig) > top_k:
+            span = mx - mn
+            err = f.vector_weight * 2 * TIE_MARGIN / span if f.method == "weighted" and span > 0 else 0.0
+            margin = float(np.nanmax(ix.factor[rows])) * err + 1e-9
+            kth = np.partition(score[elig], len(elig) - top_k)[len(elig) - top_k]
+            elig = elig[score[elig] >= kth - margin]
+        keep = rows[elig]
+        cos = exact(keep)
+        return self._hits(keep, cos, self._relevance(cos, ls[elig], mn, mx) * ix.factor[keep], ls[elig], top_k, min_sim)
+
+    def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
+             top_k: int, min_sim: float) -> list[Hit]:
+        """rrf over an exactly scanned block: vector ranks over every scoped memory with a vector,
+        lexical ranks over every scoped lexical match (with or without a vector)."""
+        ix, f = self.index, self.fusion
+        ok = np.isfinite(cos)
+        rows, cos = rows[ok], cos[ok]
+        vrank = np.empty(len(rows))
+        vrank[np.lexsort((ix.memory_id[rows], -cos))] = np.arange(1, len(rows) + 1)
+        lsel = in_scope[lex.rows - lo] if len(lex.rows) else np.zeros(0, bool)
+        lrows, lscore = lex.rows[lsel], lex.score[lsel]
+        lrank = np.empty(len(lrows))
+        lrank[np.lexsort((ix.memory_id[lrows], -lscore))] = np.arange(1, len(lrows) + 1)
+        lex_part = np.zeros(len(rows))
+        if len(lrows):
+            i = np.minimum(np.searchsorted(lrows, rows), len(lrows) - 1)
+            hit = lrows[i] == rows
+            lex_part[hit] = (1 - f.vector_weight) / (f.rrf_k + lrank[i[hit]])
+        rel = f.vector_weight / (f.rrf_k + vrank) + lex_part
+        return self._hits(rows, cos, rel * ix.factor[rows], lex.of(rows), top_k, min_sim)
+
+    def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
+                    min_sim: float, allowed: np.ndarray) -> list[Hit]:
+        ix, f = self.index, self.fusion
+        faiss = load_faiss()
+        faiss.omp_set_num_threads(1)
+        ivf = ix._ivf_of(user_id)
+        s = ix.settings
+        f_max = ix._strength_range[user_id][0]
+        block_ids = ix.id64[lo:hi]
+        limit = s.max_share * (hi - lo)
+        q32 = qn.astype(np.float32).reshape(1, -1)
+        in_scope = lambda r: allowed[ix.kind[r]] & (ix.norm[r] > 0) & np.isfinite(ix.factor[r])  # noqa: E731
+        tail_all = ix.tail_of(user_id)
+        # the tail (rows the IVF does not hold as is) is scanned exactly: float32 cosines of all of
+        # it, its best rows by cosine join A (as many as A's IVF candidates), the rest is bounded by
+        # the next best (t_cut); its min and max cosine bound mn and mx exactly
+        t_sel = np.flatnonzero(in_scope(tail_all)) if len(tail_all) else EMPTY_ROWS
+        t32 = ix.tail_cos32(user_id, qn)[t_sel] if len(t_sel) else np.zeros(0)
+        t_mn = t_mx = np.nan
+        if len(t_sel):
+            t_mn = float(ix.tail_exact(user_id, t_sel[t32 <= t32.min() + TIE_MARGIN], qn).min())
+            t_mx = float(ix.tail_exact(user_id, t_sel[t32 >= t32.max() - TIE_MARGIN], qn).max())
+
+        def tail_part(k: int) -> tuple[np.ndarray, np.ndarray, float]:
+            if k >= len(t_sel):
+                return tail_all[t_sel], ix.tail_exact(user_id, t_sel, qn), -np.inf
+            part = np.argpartition(-t32, k)
+            keep = np.sort(t_sel[part[:k]])
+            return tail_all[keep], ix.tail_exact(user_id, keep, qn), float(t32[part[k]]) + TIE_MARGIN
+
+        def cosines(rows: np.ndarray) -> np.ndarray:  # exact: the IVF's unit vectors in RAM, the tail's too
+            if not len(rows):
+                return np.zeros(0)
+            out = np.empty(len(rows))
+            is_tail = in_sorted(tail_all, rows)
+            if is_tail.any():
+                out[is_tail] = ix.tail_exact(user_id, np.searchsorted(tail_all, rows[is_tail]), qn)
+            held = rows[~is_tail]
+            if len(held):
+                out[~is_tail] = row_dots(ivf.reconstruct_batch(np.ascontiguousarray(ix.id64[held])), qn)
+            return out
+
+        def ivf_search(vec: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, np.ndarray, bool, float]:
+            """Valid IVF hits (rows, exact cosines with the query), whether the IVF is exhausted,
+            and the worst cosine of the k retrieved (inf if fewer): it bounds every IVF row not
+            retrieved. Hits whose memory is gone or changed (in the tail) are dropped."""
+            params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
+            _, found = ivf.search(vec, k, params=params)
+            ids = found[0][found[0] >= 0]
+            cos = row_dots(ivf.reconstruct_batch(ids), qn) if len(ids) else np.zeros(0)
+            rows, valid = valid_hits(block_ids, lo, ids, tail_all)
+            worst = float(cos.min()) if len(ids) == k and len(ids) else np.inf
+            return rows[valid], cos[valid], len(ids) < k and nprobe >= ivf.nlist, worst
+
+        def top_lexical(m: int) -> tuple[np.ndarray, float]:
+            """The m best lexical matches (in scope) and an upper bound of every other's BM25."""
+            if m >= len(lex.rows):
+                rows, bound = lex.rows, 0.0
+            else:
+                part = np.argpartition(-lex.score, m)
+                rows, bound = lex.rows[part[:m]], float(lex.score[part[m]])
+            return np.sort(rows[in_scope(rows)]), bound
+
+        k_cand = m = max(s.candidates, 8 * top_k)
+        nprobe = s.nprobe
+        mn = mx = np.nan
+        k_mn = max(16, 2 * top_k)
+        while True:
+            if k_cand > limit or nprobe > ivf.nlist * s.max_share and nprobe < ivf.nlist:
+                return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
+            if f.method == "weighted":
+                i_rows, i_cos, a_all, c_a = ivf_search(q32, k_cand, nprobe)
+                t_rows, t_cos, t_cut = tail_part(k_cand)
+                a_rows, a_cos = np.concatenate([i_rows, t_rows]), np.concatenate([i_cos, t_cos])
+                a_all, c_a = a_all and t_cut == -np.inf, max(c_a if not a_all else -np.inf, t_cut)
+            else:  # lexical: only lexical matches can score above 0
+                a_rows, a_cos, a_all, c_a = np.zeros(0, np.int64), np.zeros(0), False, np.inf
+            a_ok = in_scope(a_rows)
+            if f.method == "weighted":
+                if not a_ok.any():
+                    if a_all:
+                        return []  # no scoped memory has a vector
+                    k_cand, nprobe = k_cand * 2, nprobe * 2
+                    continue
+                mx = float(np.nanmax([a_cos[a_ok].max(), t_mx]))
+                # the minimum cosine: the best hit of the negated query, probing more lists than the
+                # candidate search (a few nearest hits are cheap) and more as the search widens; the
+                # tail's exact min (t_mn) bounds it too
+                found_mn = np.nan
+                while np.isnan(found_mn):
+                    n_rows, n_cos, n_all, _ = ivf_search(-q32, k_mn, MIN_PROBES * nprobe)
+                    n_ok = in_scope(n_rows)
+                    if n_ok.any():
+                        found_mn = float(n_cos[n_ok].min())
+                    elif n_all and len(t_sel):
+                        found_mn = t_mn  # the IVF holds no scoped memory: the tail does
+                    elif n_all or k_mn > limit:
+                        return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
+                    else:
+                        k_mn *= 2
+                mn = found_mn if np.isnan(mn) else min(mn, found_mn)
+                mn = mn if np.isnan(t_mn) else min(mn, t_mn)
+            b_rows, b_next = top_lexical(m)
+            extra = np.setdiff1d(b_rows, a_rows[a_ok], assume_unique=True)
+            rows = np.concatenate([a_rows[a_ok], extra])
+            cos = np.concatenate([a_cos[a_ok], cosines(extra)])
+            if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
+                mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
+            ls = lex.of(rows)
+            hits = self._hits(rows, cos, self._relevance(cos, ls, mn, mx) * ix.factor[rows], ls, top_k, min_sim)
+            kth = hits[-1].score if len(hits) == top_k else -np.inf
+            if f.method == "lexical":
+                bound = f_max * b_next
+                if kth - TIE_MARGIN > bound:
+                    return hits
+                if m >= len(lex.rows):  # fewer than top_k lexical matches: the rest tie at 0 by memory_id
+                    raise Unserved("lexical fusion needs memories without a lexical match")
+                m *= 2
+                continue
+            # weighted: outsiders of A have cos <= c_A, outsiders of B have bm25 <= b_next
+            if a_all:
+                return hits  # A is every memory with a vector
+            if c_a < min_sim - TIE_MARGIN:
+                return hits  # every memory outside A is below the threshold
+            span = mx - mn
+            vec_part = f.vector_weight * ((c_a - mn) / span if span != 0 else 1.0)
+            lex_part = (1 - f.vector_weight) * (b_next / (b_next + f.saturation) if b_next > 0 else 0.0)
+            if kth - TIE_MARGIN > f_max * (max(vec_part, 0.0) + lex_part):
+                return hits
+            if lex_part > vec_part and m < len(lex.rows):
+                m *= 2
+            else:
+                k_cand, nprobe = k_cand * 2, nprobe * 2
+
+
+def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
+    """The Fusion and Lexicon of a snapshot's recall_queries rows (by query_name), or None for a
+    snapshot published before they were (then hybrid recall runs as compiled)."""
     try:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), float(row["fusion_vector_weight"]), float(row["lexical_saturation"]),
                         float(row["fusion_rrf_k"]), bool(row["recall_episodes_by_default"]))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
-        return fusion, lexicon, Ranker(str(rows["rank"]["sql_text"]))
+        return fusion, lexicon
     except (KeyError, TypeError, ValueError):
         return None

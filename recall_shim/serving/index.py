@@ -23,12 +23,15 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
     ivf-<n>.held.npy   the (id64, fp) it holds; ivf-<n>.tail.npy the user's rows it does not hold
                        as is, scanned exactly per request (recall_shim/serving/index_ivf.py)
 
-Recall is always for one user, and the index only proposes candidates: the snapshot's rank
-statement scores them (recall_shim/serving/rank.py, recall_shim/serving/hybrid.py; the score is written once, in
-macros/recall.sql). A user with at most ``min_rows`` memories is scanned exactly (float32 cosines
-of the block, sorted); a bigger user's IVF yields candidates by cosine, widened (more probes, more
-candidates) until no memory outside them could enter the top k (exact up to the IVF's probe
-recall, measured: benchmarks/recall_speed). Past ``max_share`` of the block it scans exactly.
+Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
+(numpy over that block: well under a millisecond). A bigger user's IVF yields candidates by
+cosine; they are re-ranked exactly (score = cosine x factor in float64, factor = (1 - w + w x
+strength) x question weight as in the compiled statement's vector fusion; threshold on raw cosine,
+kind filter, ties by memory_id) and the candidate set is widened (more probes, more candidates)
+until no memory outside it could still enter the top k: every score is at most f_max x cosine,
+so once the worst retrieved cosine bounds every possible outsider below the k-th score, the
+answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed). Past
+``max_share`` of the block it falls back to the exact scan.
 
 Incremental (O(new) except the small light arrays): the builder links the previous folder's heavy
 files and appends only new and changed rows; a big user's IVF file is linked as is and its new or
@@ -45,13 +48,13 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 import numpy as np
 
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
-from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, load_faiss
+from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, valid_hits, load_faiss
 from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
 from recall_shim.serving.snapshot import connect_snapshot
 
@@ -212,7 +215,7 @@ def _load_meta(folder: Path | None) -> dict[str, Any] | None:
 class SnapshotIndex:
     """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> None:
         meta = _load_meta(folder)
         if meta is None or meta.get("format") != FORMAT:
             raise FileNotFoundError(f"no usable index in {folder}")
@@ -227,36 +230,22 @@ class SnapshotIndex:
         self.id64, self.memory_id, self.kind = load("id64"), load("memory_id"), np.load(folder / "kind.npy")
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
-        # strength and question flag are data for the rank statement (recall_shim/serving/rank.py): no
-        # score is computed here
-        self.question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
+        question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
+        # the score multiplier of the compiled statement's vector fusion (macros/recall.sql)
+        self.factor = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
         # (page cache, not this process's RSS); small users' blocks through the memory map.
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))
         self._ivf: dict[str, Any] = {}
         self._tail: dict[str, np.ndarray] = {}
         self._tail_vec: dict[str, np.ndarray] = {}  # the tail's raw vectors in RAM (at most tail_share of the IVF's)
-        self._corners: dict[str, list[tuple[float, bool]]] = {}
+        self._strength_range: dict[str, tuple[float, float]] = {}
         for user, entry in self.meta["ivf"].items():  # load now, not on a request
-            self.ivf_of(user)
+            self._ivf_of(user)
             self._tail[user] = np.load(folder / entry["tail"]) if entry.get("tail") else EMPTY_ROWS
             self._tail_vec[user] = np.array(self.vectors_of(self._tail[user], False))
-            self.factor_corners(user)
-
-    def factor_corners(self, user_id: str) -> list[tuple[float, bool]]:
-        """The corners of the user's (strength, is_question) range: the least and the greatest
-        strength among its questions and among its other memories. The score is linear in
-        strength, so its greatest value over the user's memories is at one of these."""
-        if user_id not in self._corners:
-            lo, hi = self.block(user_id)
-            s, q = self.strength[lo:hi], self.question[lo:hi]
-            out = []
-            for flag in (False, True):
-                v = s[(q == flag) & np.isfinite(s)]
-                if len(v):
-                    out += [(float(v.min()), flag), (float(v.max()), flag)]
-            self._corners[user_id] = out
-        return self._corners[user_id]
+            lo, hi = self.block(user)
+            self._strength_range[user] = (float(np.nanmax(self.factor[lo:hi])), float(np.nanmin(self.factor[lo:hi])))
 
     def close(self) -> None:
         self.heavy.close()
@@ -291,13 +280,31 @@ class SnapshotIndex:
         with np.errstate(invalid="ignore", divide="ignore"):
             return row_dots(self._tail_vec[user_id][idx], qn) / self.norm[self.tail_of(user_id)[idx]]
 
+    def _tail_candidates(self, user_id: str, qn: np.ndarray, top_k: int, min_sim: float,
+                         allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The tail rows that can reach the top k (float32 screening with a margin, as ``_scan``)
+        and their float64 cosines; the others score below k tail rows or the threshold."""
+        tail = self.tail_of(user_id)
+        if not len(tail):
+            return EMPTY_ROWS, np.zeros(0)
+        c32 = self.tail_cos32(user_id, qn)
+        ok = (self.norm[tail] > 0) & np.isfinite(c32) & (c32 >= min_sim - TIE_MARGIN)
+        if allowed is not None:
+            ok &= allowed[self.kind[tail]]
+        idx = np.flatnonzero(ok)
+        if len(idx) > top_k:
+            score = self.factor[tail[idx]] * c32[idx]
+            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+            idx = idx[score >= kth - TIE_MARGIN]
+        return tail[idx], self.tail_exact(user_id, idx, qn)
+
     @classmethod
-    def open(cls, snapshot: Path) -> "SnapshotIndex | None":
+    def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> "SnapshotIndex | None":
         folder = index_dir(snapshot)
         if not (folder / "meta.json").exists():
             return None
         try:
-            return cls(folder)
+            return cls(folder, strength_weight, question_weight)
         except (FileNotFoundError, ValueError, KeyError, OSError):
             return None
 
@@ -312,15 +319,118 @@ class SnapshotIndex:
         content, sources = json.loads(self.heavy.payload_bytes(int(self.vrow[row])).decode("utf-8"))
         return content, sources
 
-    def ivf_of(self, user_id: str) -> Any:
+    def _ivf_of(self, user_id: str) -> Any:
         if user_id not in self._ivf:
             faiss = load_faiss()
             # in RAM: a memory-mapped IVF pays page faults on every list it touches first
             self._ivf[user_id] = faiss.read_index(str(self.folder / self.meta["ivf"][user_id]["file"]))
         return self._ivf[user_id]
 
-    def cosines(self, rows: np.ndarray, qn: np.ndarray, mapped: bool) -> np.ndarray:
+    def search(self, user_id: str, vectors: np.ndarray, top_k: int, min_sim: float,
+               kinds: Sequence[str] | None) -> list[list[Hit]]:
+        """Top ``top_k`` memories of ``user_id`` per query vector, ranked like the compiled
+        statement's vector fusion: cosine x factor desc, then memory_id; cosine >= ``min_sim``;
+        kind filter."""
+        lo, hi = self.block(user_id)
+        q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, self.dim)
+        if hi == lo:
+            return [[] for _ in q64]
+        allowed = None
+        if kinds is not None:
+            codes = [self.kinds.index(k) for k in set(kinds) if k in self.kinds]
+            allowed = np.zeros(len(self.kinds), dtype=bool)
+            allowed[codes] = True
+            if not allowed.any():
+                return [[] for _ in q64]
+        big = user_id in self.meta["ivf"]
+        out = []
+        for q in q64:
+            qn = q / np.linalg.norm(q)
+            if big:
+                out.append(self._search_ivf(user_id, lo, hi, qn, top_k, min_sim, allowed))
+            else:
+                out.append(self._scan(lo, hi, qn, top_k, min_sim, allowed))
+        return out
+
+    def _cosines(self, rows: np.ndarray, qn: np.ndarray, mapped: bool) -> np.ndarray:
         """float64 cosines of ``rows`` from the stored vectors (memory map or pread)."""
         x = self.vectors_of(rows, mapped)
         with np.errstate(invalid="ignore", divide="ignore"):
             return row_dots(x, qn) / self.norm[rows]
+
+    def _final(self, rows: np.ndarray, cos: np.ndarray, top_k: int, min_sim: float,
+               allowed: np.ndarray | None) -> list[Hit]:
+        """Rank ``rows`` (unique) with their float64 cosines like the compiled statement."""
+        norm = self.norm[rows]
+        ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim) & np.isfinite(self.factor[rows])
+        if allowed is not None:
+            ok &= allowed[self.kind[rows]]
+        r, c = rows[ok], cos[ok]
+        score = self.factor[r] * c
+        ids = self.memory_id[r]
+        order = np.lexsort((ids, -score))[:top_k]
+        return [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
+                    float(score[i])) for i in order]
+
+    def _scan(self, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+              allowed: np.ndarray | None) -> list[Hit]:
+        """Exact: float32 screening of the whole block in chunks, keeping each chunk's top k
+        (with a margin for float32 error), then the float64 re-rank of what was kept."""
+        q32 = qn.astype(np.float32)
+        mapped = hi - lo <= self.settings.min_rows
+        keep = [np.zeros(0, dtype=np.int64)]
+        for a in range(lo, hi, SCAN_CHUNK):
+            b = min(hi, a + SCAN_CHUNK)
+            block = self.range_vectors(a, b, mapped)
+            norm = self.norm[a:b]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cos = (block @ q32).astype(np.float64) / norm
+            ok = (norm > 0) & np.isfinite(cos) & (cos >= min_sim - TIE_MARGIN)
+            if allowed is not None:
+                ok &= allowed[self.kind[a:b]]
+            rows = np.flatnonzero(ok)
+            if len(rows) > top_k:
+                score = self.factor[a + rows] * cos[rows]
+                kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
+                rows = rows[score >= kth - TIE_MARGIN]
+            keep.append(rows + a)
+        rows = np.concatenate(keep)
+        return self._final(rows, self._cosines(rows, qn, mapped), top_k, min_sim, allowed)
+
+    def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, top_k: int, min_sim: float,
+                    allowed: np.ndarray | None) -> list[Hit]:
+        faiss = load_faiss()
+        faiss.omp_set_num_threads(1)  # one query at a time: threads cost more than they give
+        ivf = self._ivf_of(user_id)
+        s = self.settings
+        s_max, s_min = self._strength_range[user_id]
+        k_cand, nprobe = max(s.candidates, 8 * top_k), s.nprobe
+        block_ids = self.id64[lo:hi]
+        q32 = qn.astype(np.float32).reshape(1, -1)
+        # the tail (rows the IVF does not hold as is) is scanned exactly: its possible top k are
+        # candidates; IVF hits in the tail (changed memories) or gone are dropped
+        tail = self.tail_of(user_id)
+        tail_rows, tail_cos = self._tail_candidates(user_id, qn, top_k, min_sim, allowed)
+        while True:
+            params = faiss.SearchParametersIVF(nprobe=min(nprobe, ivf.nlist))
+            _, found = ivf.search(q32, k_cand, params=params)
+            ids = found[0][found[0] >= 0]
+            # the IVF holds the unit vectors in RAM: re-rank from them, no disk read per request
+            cos = row_dots(ivf.reconstruct_batch(ids), qn)
+            rows, valid = valid_hits(block_ids, lo, ids, tail)  # gone or changed memories drop out
+            hits = self._final(np.concatenate([rows[valid], tail_rows]), np.concatenate([cos[valid], tail_cos]),
+                               top_k, min_sim, allowed)
+            if len(ids) == k_cand:
+                worst = float(np.nanmin(cos)) if len(cos) else -1.0  # bounds every IVF row not retrieved
+                if worst < min_sim - TIE_MARGIN:
+                    return hits  # every outsider is below the threshold
+                if len(hits) == top_k:
+                    kth = hits[-1].score
+                    bound = s_max * worst if worst >= 0 else s_min * worst
+                    if bound < kth - TIE_MARGIN:
+                        return hits  # no outsider can reach the k-th score
+            elif nprobe >= ivf.nlist:
+                return hits  # every list was probed: the candidate set is the whole block
+            if k_cand * 2 > s.max_share * (hi - lo) or nprobe * 2 > ivf.nlist * s.max_share:
+                return self._scan(lo, hi, qn, top_k, min_sim, allowed)
+            k_cand, nprobe = k_cand * 2, nprobe * 2

@@ -15,15 +15,16 @@ import numpy as np
 
 from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
 from recall_shim.forget.journal import pending_forget, prune_temp_files
-from recall_shim.serving.hybrid import HybridSearcher, Unserved, fusion_of
+from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
 from recall_shim.serving.terms import build_term_postings
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.snapshot import connect_snapshot, snapshot_layers
 
-# The index proposes candidates (recall_shim/serving/hybrid.py; the term postings beside it give the
-# lexical leg, recall_shim/serving/terms.py) and the snapshot's compiled rank statement scores them
-# (recall_shim/serving/rank.py; docs/serving.md). What it cannot answer runs as compiled.
+# The index reproduces the compiled statement for the vector-only fusion (recall_shim/serving/index.py)
+# and, with the term postings beside it, for the hybrid fusions (recall_shim/serving/hybrid.py,
+# recall_shim/serving/terms.py; docs/serving.md). What neither can answer runs as compiled.
+INDEXED_FUSION = "vector"
 # how often a reader lists the published snapshots again when all it listed went meanwhile
 REFRESH_ATTEMPTS = 5
 
@@ -215,18 +216,18 @@ class SnapshotReader:
         self._index_tried = (index_dir(snapshot) / "meta.json").exists()
         s = self._settings
         self._hybrid = None
-        searcher = fusion_of(self._recall_row)
-        if searcher is None:
-            return None  # a snapshot from before the rank statement: run as compiled
-        if s.fusion_method != "vector" and not (index_dir(snapshot) / "terms" / "meta.json").exists():
+        hybrid = fusion_of(self._recall_row) if s.fusion_method in HYBRID_FUSIONS else None
+        if s.fusion_method != INDEXED_FUSION and hybrid is None:
+            return None  # a snapshot from before the hybrid was indexed: run as compiled
+        if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
             self._index_tried = False  # the term postings come after the index: look again next time
             return None
-        index = SnapshotIndex.open(snapshot)
+        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight)
         if index is not None and index.dim != self._settings.embedding_dim:
             return None
-        if index is not None:
+        if index is not None and hybrid is not None:
             try:
-                self._hybrid = HybridSearcher(index, *searcher)
+                self._hybrid = HybridSearcher(index, *hybrid)
             except (FileNotFoundError, ValueError, OSError):
                 index.close()
                 return None
@@ -333,11 +334,14 @@ class SnapshotReader:
         assert self._con is not None and self._settings is not None
         if not vectors:
             return []
-        if self._hybrid is not None and agent_id is None and session_id is None:  # the index has no provenance
-            try:
-                return self._run_hybrid(user_id, vectors, top_k, min_sim, kinds, texts)
-            except Unserved:
-                pass  # e.g. rrf for a user with an IVF: the compiled statement answers
+        if self._index is not None and agent_id is None and session_id is None:  # the index has no provenance
+            if self._hybrid is not None:
+                try:
+                    return self._run_hybrid(user_id, vectors, top_k, min_sim, kinds, texts)
+                except Unserved:
+                    pass  # e.g. rrf for a user with an IVF: the compiled statement answers
+            else:
+                return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         rows = self._con.execute(
             self._settings.sql_text,
             [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
@@ -354,6 +358,19 @@ class SnapshotReader:
             )
         return out
 
+    def _run_indexed(
+        self,
+        user_id: str,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        min_sim: float,
+        kinds: Sequence[str] | None,
+    ) -> list[list[RecalledMemory]]:
+        """The compiled statement's answer, from the index (see recall_shim/serving/index.py)."""
+        assert self._index is not None
+        return _recalled(self._index, self._index.search(user_id, np.asarray(vectors, dtype=np.float64), top_k,
+                                                         min_sim, kinds))
+
     def _run_hybrid(
         self,
         user_id: str,
@@ -363,8 +380,7 @@ class SnapshotReader:
         kinds: Sequence[str] | None,
         texts: Sequence[str | None] | None,
     ) -> list[list[RecalledMemory]]:
-        """The compiled statement's answer: the index's candidates, scored by the snapshot's rank
-        statement (see recall_shim/serving/hybrid.py, recall_shim/serving/rank.py)."""
+        """The compiled statement's hybrid answer, from the index (see recall_shim/serving/hybrid.py)."""
         assert self._hybrid is not None and self._con is not None
         index = self._hybrid.index
         found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),

@@ -1,21 +1,21 @@
-"""Indexed recall on PostgreSQL: HNSW proposes candidates, the compiled rank statement scores
-them (docs/scaling_out.md; macros/recall.sql ``pg_ann_rank_sql``: the same ``recall_rank_sql``
-and ``recall_score`` as every recall path, so no score is computed here).
+"""Indexed recall on PostgreSQL: HNSW candidates, then the exact score (docs/scaling_out.md).
 
 Used by PgMemoryStore for the vector-only fusion (``fusion_method: vector``, the fusion DuckDB's
 serving index serves too), without agent/session narrowing, for users with more current memories
 than ``recall_index_min_rows``; everything else runs the compiled statement.
 
-Per intent: one statement takes the nearest ``c`` memories of the user by the HNSW index on
-``long_term_memory`` (``hnsw.ef_search = c``, the kind filter applied after the index scan), ranks
-them, and returns the bound row's score (the farthest candidate's cosine at the corners of the
-strength x question range). The answer is accepted when the k-th score beats it, or when no bound
-row comes back (that cosine is already below the threshold); otherwise ``c`` grows 4x, up to
-pgvector's ef_search limit (1000), after which the call falls back to the exact statement.
+Per intent: the nearest ``c`` memories of the user by the HNSW index on ``long_term_memory``
+(``hnsw.ef_search = c``, the kind filter applied after the index scan), scored exactly as the
+statement does (cosine x (1 - w + w x strength) x question weight, raw-cosine threshold, ties by
+memory_id). The answer is accepted when the k-th score beats what any memory outside the
+candidates could reach (the farthest candidate's cosine times the largest possible factor), or
+when that cosine is already below the threshold; otherwise ``c`` grows 4x, up to pgvector's
+ef_search limit (1000), after which the call falls back to the exact statement.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from recall_shim.common.sql import sql_ident
@@ -53,13 +53,23 @@ class PgAnn:
                 [user_id]).fetchone()[0])
         return self._counts[user_id] > min_rows
 
-    def recall(self, con: Any, rank_sql: str, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int,
-               min_sim: float, kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
-        """Rows shaped like the compiled statement's, or None when the caller must run it.
-        ``rank_sql``: the schema's compiled ``ann_rank`` statement ($n parameters)."""
-        import psycopg
-
+    def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
+               kinds: Sequence[str] | None, episodes_by_default: bool, dim: int, strength_weight: float,
+               question_weight: float) -> list[tuple[Any, ...]] | None:
+        """Rows shaped like the compiled statement's, or None when the caller must run it."""
         _, first = self._index_settings(con)
+        kind_sql, kind_args = "", []
+        if kinds is not None:
+            kind_sql, kind_args = " and kind = any(%s::text[])", [list(kinds)]
+        elif not episodes_by_default:
+            kind_sql = " and kind <> 'episode'"
+        vec_t = f"vector({dim})"
+        sql = (f"select memory_id, kind, content, strength, source_message_ids, is_question,"
+               f" 1 - (embedding::{vec_t} <=> %s::{vec_t}) as similarity"
+               f' from {sql_ident(self.schema)}.long_term_memory'
+               f" where user_id = %s and valid_to is null{kind_sql}"
+               f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
+        top_factor = max(1.0, question_weight)  # strength <= 1, so (1 - w + w x strength) <= 1
         out: list[tuple[Any, ...]] = []
         for intent, vec in enumerate(vectors, start=1):
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
@@ -67,17 +77,26 @@ class PgAnn:
             while True:
                 ef = min(c, EF_SEARCH_MAX)
                 con.execute(f"set local hnsw.ef_search = {int(ef)}")
-                with psycopg.RawCursor(con) as cur:
-                    rows = cur.execute(rank_sql, [user_id, q, None if kinds is None else list(kinds), ef, int(top_k),
-                                                  float(min_sim)]).fetchall()
-                best = sorted((r for r in rows if r[1] > 0), key=lambda r: r[1])
-                bound = [r[7] for r in rows if r[1] == 0]
-                if not bound or (len(best) == top_k and best[-1][7] > bound[0]):
+                rows = con.execute(sql, [q, user_id, *kind_args, q, ef]).fetchall()
+                scored = []
+                for mid, kind, content, strength, sources, is_q, sim in rows:
+                    if sim is None or not math.isfinite(sim) or sim < min_sim:
+                        continue
+                    score = sim * (1 - strength_weight + strength_weight * strength) * (question_weight if is_q else 1.0)
+                    scored.append((-score, mid, kind, content, sim, strength, score, sources))
+                scored.sort(key=lambda r: (r[0], r[1]))
+                best = scored[:top_k]
+                farthest = min((r[6] for r in rows if r[6] is not None), default=None)
+                settled = False
+                if farthest is not None:
+                    settled = farthest < min_sim or (len(best) == top_k and best[-1][6] > farthest * top_factor)
+                if settled:
                     break
                 if ef >= EF_SEARCH_MAX:
                     self.fallbacks += 1
                     return None
                 c *= 4
-            out += [(intent, *r[1:]) for r in best]
+            for rank, (_, mid, kind, content, sim, strength, score, sources) in enumerate(best, start=1):
+                out.append((intent, rank, mid, kind, content, sim, strength, score, sources, 0.0))
         self.used += 1
         return out

@@ -52,7 +52,7 @@ __all__ = ["PgMemoryStore"]
 _STAGE_ONE = "+int_memory_candidates recall_intents"
 _SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
                     "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars")
+                    "max_query_chars", "recall_episodes_by_default")
 _PG_WORK_ENV = "AGENT_MEMORY_PG_WORK_DIR"
 
 
@@ -75,7 +75,8 @@ class _Reader:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
         self._settings: RecallSettings | None = None
-        self.ann_rank_sql: str | None = None  # the HNSW path's rank statement (recall_shim/targets/postgres/ann.py)
+        # a recall without kinds includes episodes: the build's published setting (set with settings)
+        self.episodes_by_default = True
 
     def reset(self) -> None:
         self._settings = None
@@ -88,9 +89,8 @@ class _Reader:
             if "recall" not in by_name:
                 raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
             values = dict(zip(_SETTING_COLUMNS, by_name["recall"]))
+            self.episodes_by_default = bool(values["recall_episodes_by_default"])
             sim = by_name.get("similarity_distribution")
-            ann = by_name.get("ann_rank")
-            self.ann_rank_sql = ann[0] if ann else None
             self._settings = RecallSettings(
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
                 fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
@@ -354,15 +354,15 @@ class PgMemoryStore(Store):
     def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
         """The HNSW path (recall_shim/targets/postgres/ann.py) for a big user, or None for the statement."""
-        rank_sql = self._reader.ann_rank_sql
-        if rank_sql is None:
-            return None  # a schema built before the rank statement: the compiled statement answers
+        s = self._reader.settings
         def run(con: Any) -> list[tuple[Any, ...]] | None:
             if not self._ann.applies(con, user_id):
                 return None
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
-                return self._ann.recall(con, rank_sql, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
-                                        kinds=kinds)
+                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
+                                        kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
+                                        dim=s.embedding_dim, strength_weight=s.strength_weight,
+                                        question_weight=s.question_episode_weight)
         return self._read(run)
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
