@@ -1,1 +1,1 @@
-"""Serving on DuckDB: published snapshots (base and delta layers), the reader that runs their compiled recall statements, the serving index (vector and term postings) that proposes candidates, and the one call that ranks them with the compiled rank statement (macros/recall.sql)."""
+"""Serving on DuckDB: published snapshots (base and delta layers), the reader that runs their compiled recall statements, and the serving index (vector, IVF and term postings) that answers recall as the compiled statement would, without scanning."""
