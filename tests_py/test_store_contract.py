@@ -27,10 +27,9 @@ from recall_shim.serving.snapshot import published_snapshot, read_manifest, serv
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PARTS = ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "snapshots", "tests", "analyses")
 LOG_TEXT = "publishing serving snapshot "
-# the copy's layout: every name the macros use differs from the shipped one
-# (snapshot_prefix and ready stay: recall_shim/serving/reader.py still spells them)
+# the copy's layout: every name the macros and the reader use differs from the shipped one
 CHANGED = {"inbox": ".landing", "serving": ".published", "empty_marker": "_none.jsonl", "manifest": "last.json",
-           "build_lock": ".builder.lock", "dbt": ".dbt-run"}
+           "build_lock": ".builder.lock", "dbt": ".dbt-run", "snapshot_prefix": "pub-", "ready": ".done"}
 
 
 def copy_project(dest: Path) -> Path:
@@ -106,7 +105,7 @@ def test_no_second_copy_of_a_layout_name() -> None:
     or macro: each side reads the one definition."""
     shipped = yaml.safe_load((ROOT / "dbt_project.yml").read_text(encoding="utf-8"))["vars"]
     names = [v for k, v in shipped["store_layout"].items()
-             if k not in ("messages", "access", "forget", "snapshot_prefix", "ready")]
+             if k not in ("messages", "access", "forget")]
     sources = yaml.safe_load((ROOT / LANDING_SOURCES).read_text(encoding="utf-8"))["sources"]
     names += [t["identifier"] for s in sources if s["name"] == "landing" for t in s["tables"]]
     offenders = []
@@ -152,9 +151,10 @@ def test_a_manifest_of_another_run_is_not_this_build(built: tuple[MemoryStore, o
 def test_a_torn_or_foreign_manifest_reads_as_none(tmp_path: Path) -> None:
     paths = StorePaths.of(tmp_path / "s.duckdb").ensure()
     manifest = paths.serving / paths.layout.manifest
-    manifest.write_text('{"snapshot": "snap-1.duckdb", "kind": "ba')
+    snap = f"{paths.layout.snapshot_prefix}1"
+    manifest.write_text('{"snapshot": "%s.duckdb", "kind": "ba' % snap)
     assert read_manifest(paths) is None
-    for name in ("../snap-1.duckdb", "other.duckdb", "snap-1.ready", "snap-1.duckdb"):
+    for name in (f"../{snap}.duckdb", "other.duckdb", f"{snap}{paths.layout.ready}", f"{snap}.duckdb"):
         manifest.write_text(json.dumps({"snapshot": name, "kind": "base", "reason": "", "layers": [name],
                                         "built_at": "", "invocation_id": "x"}))
-        assert (read_manifest(paths) is None) == (name != "snap-1.duckdb"), name
+        assert (read_manifest(paths) is None) == (name != f"{snap}.duckdb"), name

@@ -79,10 +79,11 @@ def ready_snapshots(paths: StorePaths) -> list[Path]:
     """Published snapshots (their .ready marker exists), oldest first."""
     if not paths.serving.is_dir():
         return []
-    names = sorted(n for n in os.listdir(paths.serving) if n.startswith("snap-") and n.endswith(".ready"))
+    prefix, marker = paths.layout.snapshot_prefix, paths.layout.ready
+    names = sorted(n for n in os.listdir(paths.serving) if n.startswith(prefix) and n.endswith(marker))
     out = []
     for n in names:
-        db = paths.serving / (n[: -len(".ready")] + ".duckdb")
+        db = paths.serving / (n[: -len(marker)] + ".duckdb")
         if db.exists():
             out.append(db)
     return out
@@ -94,6 +95,7 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
     published one. Index folders go with their snapshot, and those of snapshots kept only as a
     layer too, except the newest index (the next build's index update reads it as "previous").
     Open readers keep reading an unlinked file until they close."""
+    prefix, marker = paths.layout.snapshot_prefix, paths.layout.ready
     ready = ready_snapshots(paths)
     kept = ready[max(0, len(ready) - keep):]
     needed = {db.name for db in kept}
@@ -106,7 +108,7 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
     for db in ready:
         if db.name in needed:
             continue
-        for p in (db.with_suffix(".ready"), db, db.with_suffix(".duckdb.wal")):
+        for p in (db.with_suffix(marker), db, db.with_suffix(".duckdb.wal")):
             try:
                 p.unlink()
                 removed += 1
@@ -115,7 +117,7 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
     if ready:
         newest = ready[-1].name
         for n in os.listdir(paths.serving):
-            if n.startswith("snap-") and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(".ready").exists():
+            if n.startswith(prefix) and n.endswith(".duckdb") and n < newest and not (paths.serving / n).with_suffix(marker).exists():
                 (paths.serving / n).unlink(missing_ok=True)
                 removed += 1
     # index folders of snapshots that are gone or kept only as a layer (except the newest index),
@@ -123,11 +125,11 @@ def prune_snapshots(paths: StorePaths, keep: int = 3) -> int:
     # being written while this runs)
     served = {db.name for db in kept}
     indexes = sorted(n for n in os.listdir(paths.serving)
-                     if n.startswith("snap-") and n.endswith(".index") and (paths.serving / n / "meta.json").exists())
+                     if n.startswith(prefix) and n.endswith(".index") and (paths.serving / n / "meta.json").exists())
     newest_index = indexes[-1] if indexes else None
     for n in os.listdir(paths.serving):
         p = paths.serving / n
-        if n.startswith("snap-") and ".index" in n and p.is_dir():
+        if n.startswith(prefix) and ".index" in n and p.is_dir():
             snap = paths.serving / (n.split(".index", 1)[0] + ".duckdb")
             if not n.endswith(".index") or not snap.exists() or (snap.name not in served and n != newest_index):
                 shutil.rmtree(p, ignore_errors=True)
