@@ -131,7 +131,7 @@ def make_store(tmp_path: Path, template: Path, rows: dict[str, list], **settings
 
 CASES = list(itertools.product(
     ["big", "small", "tiny", "nobody"], [1, 5, 20], [-1.0, 0.2, 0.45],
-    [None, ["skill"], ["fact", "skill"], [], ["no-such-kind"]],
+    [None, ["skill"], ["fact", "skill"], [], ["episode"]],  # episode: a kind no row here has (an unknown kind is refused)
 ))
 
 
