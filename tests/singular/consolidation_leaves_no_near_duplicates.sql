@@ -1,10 +1,11 @@
-{#- Consolidation invariant: no two non-episode memories of one user and kind are as close as var
+{#- Consolidation invariant: no two non-episode memories of one user and kind that consolidation
+    may merge (same_thing: slot values are never merged) are as close as var
     consolidation_min_sim (a later one would have joined the earlier). Returns the offending
     pairs. Checked for the memories the latest build wrote (consolidated_at) against all of their
     user's memories: a pair of memories no build rewrote was checked when one of them was written
     (O(new x user's memories) per build, like the incremental consolidation itself). -#}
 with memories as (
-    select memory_id, user_id, kind, embedding, consolidated_at
+    select memory_id, user_id, kind, slot, embedding, consolidated_at
     from {{ ref('int_memories_consolidated') }}
     where kind != 'episode'
 ),
@@ -26,4 +27,5 @@ inner join memories as b
     on a.user_id = b.user_id
         and a.kind = b.kind
         and a.memory_id != b.memory_id
+        and {{ same_thing('a', 'b') }}
 where {{ vector_cosine('a.embedding', 'b.embedding') }} >= {{ number_var('consolidation_min_sim') }}
