@@ -224,7 +224,7 @@ def test_recall_with_hostile_arguments_never_crashes(demo_store: MemoryStore, de
         assert demo_owners[m.memory_id] == user_id
         assert np.isfinite([m.similarity, m.strength, m.score]).all()
     if user_id == "demo" and q == "喜欢什么输出方式":
-        assert groups[0] and groups[0][0].kind == "preference"
+        assert groups[0] and groups[0][0].source_message_ids == ["demo-s1-1"]
 
 
 def test_long_and_malformed_queries_are_clear_errors(demo_store: MemoryStore) -> None:

@@ -86,7 +86,7 @@ def test_graph_recalls_across_sessions(world: dict[str, Any]) -> None:
     assert first == second == "You are a helpful assistant.\n\n"  # nothing known before the first build
     allergy, dog = world["model"].system_prompts[2:]
     assert "What you remember about this user" in allergy and "I'm allergic to peanuts" in allergy
-    assert "User's dog is called Biscuit" in dog
+    assert "User has a dog named Biscuit" in dog
     # both turns of session 1 are in the session log, under the thread's session id
     store: AgentMemoryStore = world["store"]
     human, reply = world["session1_messages"][0], world["session1_messages"][1]
@@ -126,7 +126,7 @@ def test_search_recalls_and_lists(world: dict[str, Any]) -> None:
     assert store.get(ALICE, hits[0].key).value["content"] == hits[0].value["content"]
     listed = store.search(ALICE, limit=50)
     contents = [i.value["content"] for i in listed]
-    assert "User's dog is called Biscuit" in contents and all(i.score is None for i in listed)
+    assert "User has a dog named Biscuit" in contents and all(i.score is None for i in listed)
     strengths = [i.value["strength"] for i in listed]
     assert strengths == sorted(strengths, reverse=True)
     facts = store.search(ALICE, filter={"kind": "fact"}, limit=50)

@@ -68,7 +68,7 @@ def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
     # the text content carries the same JSON for clients that ignore structured content
     assert json.loads(recall.content[0].text)["results"][0]["memory_id"] == top["memory_id"]
     assert [g[0]["kind"] for g in many.structured_content["results"]] == ["preference", "fact"]
-    assert "用户偏好简洁的输出" in prompt.structured_content["prompt"]
+    assert "简洁的输出" in prompt.structured_content["prompt"]
     message_id = remember.structured_content["message_id"]
     landed = "".join(p.read_text() for p in demo_store.paths.messages.glob("*.jsonl"))
     assert message_id in landed and "I prefer dark mode." in landed

@@ -50,7 +50,7 @@ def test_cli_ingest_build_recall_forget(pg_env: dict[str, str]) -> None:
     r = cli(pg_env, "recall", "--target", "postgres", "--user", "demo", "--json", "--top-k", "1", "--no-access",
             "--kind", "preference", SEED_QUESTIONS[0])
     assert r.returncode == 0, r.stderr
-    assert [m["content"] for m in json.loads(r.stdout)] == ["用户偏好简洁的输出，喜欢用表格"]
+    assert [m["source_message_ids"] for m in json.loads(r.stdout)] == [["demo-s1-1"]]
     r = cli({**pg_env, "AGENT_MEMORY_TARGET": "postgres"}, "recall", "--user", "cli_u", "--session", "s9",
             "--json", "--no-access", "where does the user live?")
     assert r.returncode == 0 and "User lives in Oslo" in [m["content"] for m in json.loads(r.stdout)], r.stderr
