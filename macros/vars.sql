@@ -72,6 +72,7 @@
       'strength_floor': share,
       'reinforce_step': share,
       'as_of': {'kind': 'timestamp', 'nullable': true},
+      'unchanged_build_max_age_hours': {'kind': 'number', 'min': 0, 'max': 1000000},
       'recall_top_k': {'kind': 'number', 'integer': true, 'min': 1, 'max': 100000},
       'recall_min_sim': {'kind': 'number', 'min': -1, 'max': 1},
       'recall_max_top_k': {'kind': 'number', 'integer': true, 'min': 1, 'max': 100000},

@@ -99,6 +99,7 @@ class BuildResult:
     output: str
     seconds: float
     index: dict[str, Any] | None = None  # what the serving index update did (None: no index)
+    skipped: bool = False  # nothing the build reads changed since the last one (no dbt run)
 
 
 class Store(Protocol):

@@ -22,7 +22,7 @@ def test_second_build_is_a_noop_and_new_messages_embed_once(fresh_store: MemoryS
     fresh_store.build()
     first = _state(fresh_store)
     assert first[0] > 0 and first[1] > 0
-    fresh_store.build()
+    fresh_store.build(vars={"unchanged_build_max_age_hours": 0})  # a dbt run (a plain build would be skipped)
     assert _state(fresh_store) == first, "a build with no new messages changed extraction or embeddings"
 
     fresh_store.remember("demo", "I prefer answers in English.", session_id="s9", msg_seq=1,

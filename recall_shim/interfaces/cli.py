@@ -63,6 +63,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     if getattr(res, "snapshot", None) is None and os.environ.get(TARGET_ENV) == "postgres":
         print(f"built in {res.seconds:.1f}s on postgres (recall reads the live tables)")
         return 0
+    if res.skipped:
+        print(f"{res.output}; serving snapshot: {res.snapshot}")
+        return 0
     print(f"built in {res.seconds:.1f}s; serving snapshot: {res.snapshot or '(not published)'}")
     return 0
 

@@ -285,4 +285,5 @@ class MemoryService:
             raise BuildFailed(f"{exc}; the details are in the server's log") from None
         finally:
             self._build_lock.release()
-        return {"snapshot": Path(res.snapshot).name if res.snapshot else None, "seconds": round(res.seconds, 3)}
+        return {"snapshot": Path(res.snapshot).name if res.snapshot else None, "seconds": round(res.seconds, 3),
+                "skipped": res.skipped}

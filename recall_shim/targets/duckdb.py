@@ -18,6 +18,7 @@ import numpy as np
 
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from recall_shim.build.inputs import UNCHANGED_NOTE, forget_build, inputs_before, record_build, unchanged_since_last_build
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
 from recall_shim.write.door import admit, admit_strict
@@ -148,9 +149,16 @@ class MemoryStore(Store):
             "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive"),
         })
         started = time.monotonic()
+        # a plain build may be skipped when nothing it reads changed (recall_shim/build/inputs.py)
+        may_skip = command == "build" and not (full_refresh or vars or select)
         with open(self.paths.build_lock, "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             complete_pending_forget(self.paths, lock="held")  # before dbt reads the warehouse
+            before = inputs_before(self.paths)
+            unchanged = unchanged_since_last_build(self.paths, before) if may_skip else None
+            if unchanged is not None:
+                return BuildResult(str(unchanged), UNCHANGED_NOTE, time.monotonic() - started, None, skipped=True)
+            forget_build(self.paths)
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
@@ -163,6 +171,7 @@ class MemoryStore(Store):
             if snap is not None:
                 index, note = update_index(self.paths, snap)
                 output += note
+                record_build(self.paths, before, snap)
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)

@@ -1,0 +1,89 @@
+"""A plain build with nothing to do does not run dbt (recall_shim/build/inputs.py): nothing
+landed, no access event, no forget, the project, the environment's settings and the warehouse
+unchanged, and the last build younger than var unchanged_build_max_age_hours. Anything of those
+changing makes the next build run dbt again. One real store, built for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from recall_shim import MemoryStore
+from recall_shim.build.inputs import RECORD
+
+from .conftest import DEMO_LOG, query
+
+EXE = str(Path(sys.executable).with_name("agent-memory"))
+
+
+def _run_results(store: MemoryStore) -> int:
+    """dbt's own record of its last run: rewritten by every dbt invocation."""
+    return (store.paths.dbt_dir / "target" / "run_results.json").stat().st_mtime_ns
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
+    s = MemoryStore(tmp_path_factory.mktemp("unchanged") / "store.duckdb")
+    s.ingest(DEMO_LOG)
+    first = s.build()
+    assert not first.skipped and first.snapshot
+    return s
+
+
+def test_a_second_build_with_nothing_new_runs_no_dbt(store: MemoryStore) -> None:
+    before = store.build()
+    ran = _run_results(store)
+    res = store.build()
+    assert res.skipped and res.index is None and "nothing to build" in res.output
+    assert res.snapshot == before.snapshot and Path(res.snapshot).exists()
+    assert _run_results(store) == ran  # dbt did not run
+    assert store.recall("喜欢什么输出方式", user_id="demo", min_sim=0, record_access=False)
+
+
+def test_a_new_message_an_access_or_a_forget_builds_again(store: MemoryStore) -> None:
+    store.build()
+    store.remember("demo", "My favourite tea is hojicha.", session_id="s7", msg_seq=1, ts="2026-11-09 09:00:00")
+    res = store.build()
+    assert not res.skipped and "hojicha" in " ".join(m.content for m in store.recall(
+        "what tea does the user like?", user_id="demo", min_sim=0, top_k=3, record_access=False))
+    assert store.build().skipped
+    store.recall("what tea does the user like?", user_id="demo", min_sim=0, top_k=1, record_access=True)
+    assert not store.build().skipped  # the access event reinforces: a real build
+    assert store.build().skipped
+    hojicha = query(store, "select memory_id from long_term_memory where content ilike '%hojicha%' limit 1")[0][0]
+    store.forget(memory_id=hojicha, user_id="demo")
+    assert not store.build().skipped
+
+
+def test_an_old_build_a_changed_warehouse_or_run_settings_build_again(store: MemoryStore) -> None:
+    store.build()
+    assert store.build().skipped
+    # the last build is older than var unchanged_build_max_age_hours (24): decay is due
+    path = store.paths.dbt_dir / RECORD
+    record = json.loads(path.read_text())
+    record["at"] = (datetime.now(timezone.utc) - timedelta(hours=25)).isoformat()
+    path.write_text(json.dumps(record))
+    assert not store.build().skipped
+    # vars, select or a full refresh always run dbt
+    assert not store.build(vars={"as_of": "2026-12-01 00:00:00"}).skipped
+    store.build()
+    # a changed setting in the environment (AGENT_MEMORY_*, DBT_*) runs dbt
+    os.environ["AGENT_MEMORY_UNCHANGED_TEST"] = "1"
+    try:
+        assert not store.build().skipped
+    finally:
+        del os.environ["AGENT_MEMORY_UNCHANGED_TEST"]
+
+
+def test_the_cli_says_nothing_was_built(store: MemoryStore) -> None:
+    store.build()
+    out = subprocess.run([EXE, "build", "--db", str(store.paths.db)], capture_output=True, text=True, timeout=600,
+                         env={k: v for k, v in os.environ.items()})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("nothing to build") and "serving snapshot:" in out.stdout
