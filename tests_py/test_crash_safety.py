@@ -153,8 +153,9 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
     assert [m for m in acked if m not in loaded] == []
     assert query(store, "select count(*) from session_log")[0][0] == len(acked)
     assert unpublished(store) == [], "prune left a half-written snapshot behind"
-    contents = {h.content for h in store.recall("hobbies", user_id="u", top_k=10, min_sim=-1, record_access=False)}
-    assert {f"User prefers {t}" for t in TOPICS} <= contents
+    contents = {h.content for h in store.recall("hobbies", user_id="u", top_k=10, min_sim=-1, kinds=["preference"],
+                                                record_access=False)}
+    assert {f"User likes {t}" for t in TOPICS} <= contents  # "I like jazz." (clause-level extraction)
 
 
 def test_killed_builder_process_does_not_let_two_dbt_runs_collide(tmp_path: Path) -> None:

@@ -9,15 +9,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from recall_shim import (DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
                          PgMemoryStore)
+
+from recall_shim.common.paths import project_dir
 
 from .conftest import DEMO_LOG, query, start_postgres
 
@@ -226,5 +231,26 @@ def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
     assert [m.content for m in pg_store.recall(q, user_id="w2", kinds=["fact"], top_k=1, min_sim=0.0,
                                                 record_access=False)] == ["User lives in Paris"]  # others untouched
     audit = [json.loads(r[0]) for r in pg_rows(conn, f"select record from {s}.forget_audit order by completed_at")]
-    assert [(a["scope"], a["actor"]) for a in audit] == [("memory", "test"), ("user", "test")]
+    # every request is audited, the one that found nothing too (found false, nothing removed)
+    assert [(a["scope"], a["actor"], a["found"]) for a in audit] == [
+        ("memory", "test", True), ("memory", "test", False), ("user", "test", True)]
     assert not any("Paris" in json.dumps(a) or "Lyon" in json.dumps(a) for a in audit)  # ids and counts only
+
+
+def test_plain_dbt_build_runs_every_data_test(pg_store: Any, tmp_path: Any) -> None:
+    """Runs after the forget (module order): plain `dbt build --target postgres`, as an analyst or
+    a scheduler would run it without the shim, passes, and runs the data tests the shim's two-step
+    build leaves out (forgotten data stays forgotten, provenance ids exist)."""
+    proj = project_dir()
+    dbt = Path(sys.executable).with_name("dbt")
+    env = {**os.environ, **pg_store.conn.dbt_env(), "DBT_TARGET_PATH": str(tmp_path / "target"),
+           "DBT_LOG_PATH": str(tmp_path / "logs"), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    out = subprocess.run([str(dbt), "build", "--target", "postgres", "--project-dir", str(proj), "--profiles-dir",
+                          str(proj)], cwd=proj, env=env, capture_output=True, text=True, timeout=1200)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+    assert out.returncode == 0, text[-4000:]
+    results = json.loads((tmp_path / "target" / "run_results.json").read_text())["results"]
+    status = {r["unique_id"]: r["status"] for r in results}
+    assert status and all(v in ("success", "pass") for v in status.values()), text[-4000:]
+    for name in ("test.agent_memory.forgotten_data_stays_forgotten", "test.agent_memory.list_values_exist_in_"):
+        assert any(uid.startswith(name) for uid in status), f"{name} did not run"

@@ -13,7 +13,7 @@ select 'session_log' as relation, l.landing_id as row_id
 from {{ ref('session_log') }} as l
 inner join forgotten_users as f
     on (f.user_id = l.user_id or f.user_id = trim(l.user_id))
-        and try_cast(l.landed_at as timestamp) <= f.forgotten_at
+        and {{ try_cast_text('l.landed_at', 'timestamp') }} <= f.forgotten_at
 
 union all
 
