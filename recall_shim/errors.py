@@ -46,14 +46,21 @@ class StoreBusy(AgentMemoryError):
 
 # ANSI escape sequences (dbt colours its log lines): CSI sequences and two-character escapes
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+# the environment under which dbt writes plain text (no colour codes on stdout or in dbt.log)
+DBT_PLAIN_OUTPUT = {"DBT_USE_COLORS": "false", "DBT_USE_COLORS_FILE": "false"}
+
+
+def plain_text(text: str) -> str:
+    """``text`` without ANSI escape sequences (dbt's colours)."""
+    return ANSI_ESCAPE.sub("", text)
 
 
 class BuildFailed(AgentMemoryError):
     """``dbt build`` exited non-zero; its output is attached, as plain text (no colour codes)."""
 
     def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(ANSI_ESCAPE.sub("", message))
-        self.output = ANSI_ESCAPE.sub("", output)
+        super().__init__(plain_text(message))
+        self.output = plain_text(output)
 
 
 class BackendUnavailable(AgentMemoryError):

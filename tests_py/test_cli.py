@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recall_shim import MemoryStore
+import pytest
+
+from recall_shim import InvalidInput, MemoryStore
 from recall_shim.interfaces.cli import build_parser
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
@@ -97,12 +99,32 @@ def test_empty_content_is_refused_and_nothing_lands(tmp_path: Path) -> None:
     for content in ("", "   "):
         out = run("remember", content, "--user", "u1", "--db", str(db))
         assert out.returncode == 2 and "content" in out.stderr and "Traceback" not in out.stderr, out.stderr
-    assert not [f for f in MemoryStore(db).paths.messages.glob("*.jsonl") if not f.name.startswith("_")]
+    # the Python API the CLI wraps refuses it too, with the same sentence
+    store = MemoryStore(db)
+    for content in ("", " \n\t\u3000", None):
+        with pytest.raises(InvalidInput, match="content must not be empty"):
+            store.remember("u1", content)  # type: ignore[arg-type]
+    assert not [f for f in store.paths.messages.glob("*.jsonl") if not f.name.startswith("_")]
 
 
-def test_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
-    """`agent-memory forget ... --json | head -c1`: the reader is gone before the report is written."""
-    proc = subprocess.Popen([EXE, "forget", "--user", "nobody", "--json", "--db", str(tmp_path / "s.duckdb")],
+def test_forgetting_nothing_reports_zero(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.duckdb")
+    out = run("forget", "--memory", "mem_nope", "--db", db)
+    assert out.returncode == 0, out.stderr
+    assert "removed 0 memories and 0 messages" in out.stdout and "nothing stored was found" in out.stdout
+    rep = json.loads(run("forget", "--user", "nobody", "--json", "--db", db).stdout)
+    assert (rep["found"], rep["memories"], rep["messages"]) == (False, 0, 0)
+    assert set(rep["removed"].values()) <= {0}  # nothing removed; index upkeep is "housekeeping"
+
+
+@pytest.mark.parametrize("command", [["forget", "--user", "nobody", "--json"],
+                                     ["recall", "喜欢什么输出方式", "--user", "demo", "--json", "--no-access"]],
+                         ids=["forget", "recall"])
+def test_a_closed_pipe_is_no_traceback(demo_store: MemoryStore, tmp_path: Path, command: list[str]) -> None:
+    """`agent-memory forget ... --json | head -c1`, `recall --json | head -c 10`: the reader is gone
+    before the output is written."""
+    db = str(tmp_path / "s.duckdb") if command[0] == "forget" else str(demo_store.paths.db)
+    proc = subprocess.Popen([EXE, *command, "--db", db],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()

@@ -20,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client import session as mcp_client_session
 
 from recall_shim import InvalidQuery, MemoryStore
+from recall_shim.common.paths import package_version
 from recall_shim.errors import BuildFailed
 from recall_shim.write.limits import memory_kinds
 
@@ -35,6 +36,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("forget", {"memory_id": "m", "colour": "red"}, "unknown argument colour"),
     ("build", {"as_of": "2026-12-01"}, "unknown argument as_of"),
     ("remember", {"user_id": "u", "content": "x", "msg_seq": True}, "msg_seq must be an integer, got the boolean True"),
+    ("remember", {"user_id": "u", "content": " \n "}, "content must not be empty"),
+    ("recall", {"user_id": "demo", "query": "x", "kinds": "skill"}, "kinds must be a list, got the string 'skill'"),
 ]
 
 
@@ -44,7 +47,8 @@ async def _mcp_session(db: Path) -> dict[str, Any]:
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                out["initialize"] = (await session.initialize()).capabilities
+                init = await session.initialize()
+                out["initialize"], out["server_info"] = init.capabilities, init.server_info
                 out["tools"] = {t.name: t for t in (await session.list_tools()).tools}
                 out["refused"] = [await session.call_tool(name, args) for name, args, _ in REFUSED]
         async with stdio_client(params, errlog=errlog) as (read, write):
@@ -83,6 +87,7 @@ def test_http_and_mcp_expose_the_same_arguments(both: tuple[RunningServer, dict[
     server, mcp = both
     spec = httpx.get(server.url + "/openapi.json", headers=server.headers).json()
     routes = {path: methods["post"] for path, methods in spec["paths"].items() if "post" in methods}
+    assert spec["info"]["version"] == package_version()
     tools = mcp["tools"]
     assert set(tools) == {"remember", "ingest", "recall", "recall_many", "prompt", "forget", "health", "build"}
     assert {"/" + name.replace("_", "-") for name in tools if name != "health"} == set(routes)
@@ -138,6 +143,7 @@ def test_mcp_annotations_and_capabilities(both: tuple[RunningServer, dict[str, A
     init = mcp["initialize"].model_dump(exclude_none=True)
     assert init == mcp["discover"].model_dump(exclude_none=True)
     assert set(init) == {"tools"}
+    assert mcp["server_info"].name == "agent-memory" and mcp["server_info"].version == package_version()
 
 
 def test_docs_pages_work_offline(both: tuple[RunningServer, dict[str, Any]]) -> None:
@@ -153,9 +159,17 @@ def test_docs_pages_work_offline(both: tuple[RunningServer, dict[str, Any]]) -> 
             assert httpx.get(server.url + url, headers=server.headers).status_code == 200, url
 
 
-def test_build_output_is_plain_text() -> None:
+def test_build_output_is_plain_text(tmp_path: Path) -> None:
     exc = BuildFailed("dbt build failed (exit 1)", "\x1b[0m08:00:01  \x1b[31mFailure in test\x1b[0m x\x1b[1m!\x1b[0m")
     assert exc.output == "08:00:01  Failure in test x!" and "\x1b" not in str(exc)
+    # a real dbt run that fails at once (the store is not a DuckDB file): dbt writes no colour codes
+    (tmp_path / "bad.duckdb").write_bytes(b"not a database\n" * 50)
+    store = MemoryStore(tmp_path / "bad.duckdb")
+    with pytest.raises(BuildFailed) as failed:
+        store.build()
+    assert "Running with dbt=" in failed.value.output and "\x1b" not in failed.value.output
+    log = next(store.paths.dbt_dir.rglob("dbt.log")).read_text(encoding="utf-8")
+    assert "Running with dbt=" in log and "\x1b" not in log
 
 
 def test_known_kinds_come_from_the_models_contract() -> None:

@@ -113,6 +113,9 @@ def test_put_then_get_by_key_and_by_memory_id(world: dict[str, Any]) -> None:
     bob = store.get(BOB, "note-3")
     assert bob is not None and json.loads(bob.value["content"]) == {"city": "Lyon", "food": "noodles"}
     assert store.get(ALICE, "note-3") is None and store.get(ALICE, "no-such-key") is None
+    # empty content is refused at once, as on every path that remembers one message
+    with pytest.raises(InvalidInput, match="content must not be empty"):
+        store.put(ALICE, "note-blank", {"content": " \n"})
     # append-only: a key that was put before is refused
     with pytest.raises(InvalidInput, match="append-only"):
         store.put(ALICE, "note-1", {"content": "My favourite colour is red"})
@@ -182,6 +185,13 @@ def test_delete_forgets_the_memories_of_a_key(world: dict[str, Any]) -> None:
     assert all(store.get(BOB, m) is None for m in memory_ids)
     audit = world["memory"].paths.audit.read_text(encoding="utf-8")
     assert "langgraph-store" in audit
+    # the async form: alice's colour note and every memory made from it (the docs example below
+    # needs only her dog)
+    colour = store.get(ALICE, "note-1").value["memory_ids"]
+    assert colour and store.search(ALICE, query="What is my favourite colour?", limit=1)[0].key in colour
+    asyncio.run(store.adelete(ALICE, "note-1"))
+    assert store.get(ALICE, "note-1") is None and all(store.get(ALICE, m) is None for m in colour)
+    assert all("teal" not in i.value["content"] for i in store.search(ALICE, limit=50))
 
 
 def test_docs_example_runs(world: dict[str, Any]) -> None:

@@ -10,13 +10,14 @@ import subprocess
 from datetime import date
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from recall_shim import MemoryStore
 from recall_shim.report.charts import histogram, line_chart
 from recall_shim.report.page import CHART_IDS, collect, write_report
 
-from .conftest import DEMO_LOG, query
+from .conftest import DEMO_LOG, copy_store, query
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -76,6 +77,25 @@ def test_threshold_chart_samples_messages_of_users_without_intents(report: tuple
         inner join long_term_memory as m on m.user_id = i.user_id and m.valid_to is null""")[0][0]
     assert len(data.similarities) > with_intents
     assert f"{intents} standing intents, 5 sampled messages" in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("intents", ["none", "no table"])
+def test_threshold_chart_works_for_a_store_without_standing_intents(report: tuple[MemoryStore, Path], tmp_path: Path,
+                                                                   intents: str) -> None:
+    store, _ = report
+    db = copy_store(store.paths.db, tmp_path / "store")
+    con = duckdb.connect(str(db))
+    try:  # a store of users without intents, or one whose project has no intents model at all
+        con.execute("delete from int_recall_intent_embeddings" if intents == "none"
+                    else "drop table int_recall_intent_embeddings")
+    finally:
+        con.close()
+    html = write_report(db, tmp_path / "report.html").read_text(encoding="utf-8")
+    sampled = collect(db).similarity_queries
+    assert sampled[0] == 0 and sampled[1] > 5  # every user's messages are sampled now, not only xiaomei's
+    sim = _chart(html, "chart-similarity")
+    assert sim.count('class="bar"') > 0 and 'class="threshold"' in sim and 'class="empty"' not in sim
+    assert f"0 standing intents, {sampled[1]} sampled messages" in html
 
 
 def test_superseded_memories_are_marked(report: tuple[MemoryStore, Path]) -> None:

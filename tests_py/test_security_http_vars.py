@@ -58,6 +58,7 @@ def test_failed_build_answers_a_short_500_and_logs_the_details(server: RunningSe
     assert "server's log" in body["error"]
     log = server.log_path.read_text()
     assert "not a valid DuckDB database file" in log  # the operator still sees why
+    assert "\x1b" not in log  # as plain text: no colour codes of dbt's
 
 
 def test_mcp_build_uses_the_same_allow_list(tmp_path: Path) -> None:

@@ -52,13 +52,14 @@ def test_the_installed_package_carries_the_project_and_no_checkout(installed: di
     out = subprocess.run([py, "-c", "import json, recall_shim\n"
                           "from recall_shim.common.paths import project_dir\n"
                           "from recall_shim.targets.duckdb import default_db\n"
-                          "print(json.dumps([recall_shim.__file__, str(project_dir()), str(default_db()), recall_shim.__version__]))"],
+                          "print(json.dumps([recall_shim.__file__, str(project_dir()), str(default_db()), recall_shim.__version__,"
+                          " str(recall_shim.MemoryStore().paths.db)]))"],
                          cwd=installed["cwd"], env=installed["env"], capture_output=True, text=True, check=True)
-    module, project, db, version = json.loads(out.stdout)
+    module, project, db, version, api_db = json.loads(out.stdout)
     assert not module.startswith(str(ROOT)) and str(installed["venv"]) in module
     assert Path(project) == Path(module).parent / "project"
     assert (Path(project) / "dbt_project.yml").is_file() and (Path(project) / "models" / "marts").is_dir()
-    assert Path(db) == installed["default_db"]  # the Python API's default is the CLI's
+    assert Path(db) == Path(api_db) == installed["default_db"]  # the Python API's default is the CLI's
     assert run(installed, "--version").stdout.strip() == f"agent-memory {version}" and version != "unknown"
 
 
@@ -68,10 +69,33 @@ def test_demo_remember_build_recall_from_outside_any_checkout(installed: dict[st
     assert Path(str(installed["default_db"])).is_file()  # the per-user default store, not ./data
     assert not (Path(str(installed["cwd"])) / "data").exists()
     run(installed, "remember", "--user", "wheel-user", "I keep bees on my roof in Lisbon.")
-    run(installed, "build")
+    log = Path(str(installed["cwd"])) / "log.jsonl"
+    log.write_text(json.dumps({"user_id": "wheel-user", "session_id": "w2", "msg_seq": 1, "role": "user",
+                               "content": "My sister is called Ines.", "ts": "2026-11-30T10:00:00Z",
+                               "message_id": "wheel-ingested-1"}) + "\n", encoding="utf-8")
+    assert "landed 1 rows" in run(installed, "ingest", str(log)).stdout
+    built = run(installed, "build", "-v").stdout
+    assert "Running with dbt=" in built and "\x1b" not in built  # dbt's output as plain text
     hits = json.loads(run(installed, "recall", "--user", "wheel-user", "--json", "--min-sim", "0",
                           "what do I keep on my roof?").stdout)
     assert any("bees" in h["content"] for h in hits)
+    hits = json.loads(run(installed, "recall", "--user", "wheel-user", "--json", "--min-sim", "0",
+                          "what is my sister called?").stdout)
+    assert any("wheel-ingested-1" in h["source_message_ids"] for h in hits)
+
+
+def test_the_store_follows_agent_memory_db(installed: dict[str, object]) -> None:
+    other = Path(str(installed["cwd"])) / "other" / "store.duckdb"
+    env = {**installed["env"], "AGENT_MEMORY_DB": str(other)}  # type: ignore[dict-item]
+    proc = subprocess.run([str(installed["exe"]), "remember", "--user", "env-user", "I like figs."],
+                          cwd=installed["cwd"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    landed = "".join(p.read_text(encoding="utf-8") for p in other.parent.glob("store.inbox/messages/*.jsonl"))
+    assert proc.stdout.strip() in landed and "I like figs." in landed
+    py = str(Path(str(installed["venv"])) / "bin" / "python")
+    api = subprocess.run([py, "-c", "import recall_shim; print(recall_shim.MemoryStore().paths.db)"],
+                         cwd=installed["cwd"], env=env, capture_output=True, text=True, check=True)
+    assert Path(api.stdout.strip()) == other
 
 
 def test_serve_and_mcp_from_the_installed_package(installed: dict[str, object], tmp_path: Path) -> None:

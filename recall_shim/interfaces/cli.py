@@ -189,8 +189,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return 0
     what = f"memory {rep.memory_id}" if rep.scope == "memory" else f"user {rep.user_id}"
     # what was removed, in the caller's terms (rows per table and index bookkeeping: --json)
-    done = (f"removed {rep.memories} memories and {rep.messages} messages" if rep.found
-            else "nothing stored was found; tombstoned anyway")
+    done = f"removed {rep.memories} memories and {rep.messages} messages"
+    if not rep.found:
+        done += " (nothing stored was found; tombstoned anyway)"
     print(f"forgot {what}: {done}; audit record {rep.audit_id} by {rep.actor} at {rep.forgotten_at}")
     return 0
 

@@ -32,6 +32,7 @@ from recall_shim.errors import (
     TooLarge,
     UnknownEmbeddingModel,
 )
+from recall_shim.common.paths import package_version
 from recall_shim.interfaces.http_guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -173,7 +174,7 @@ def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
 
     app = FastAPIOffline(  # /docs and /redoc from assets shipped in the package: no CDN, works offline
         title="agent-memory",
-        version="0.1.0",
+        version=package_version(),
         summary="Long-term memory for AI agents: remember messages, recall memories by meaning.",
         description="Writes land durably and become recallable after the next build; reads use the "
                     "newest published serving snapshot. See docs/server.md.",

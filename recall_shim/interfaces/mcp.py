@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 
+from recall_shim.common.paths import package_version
 from recall_shim.errors import AgentMemoryError
 from recall_shim.interfaces.requests import BY_NAME, OPERATIONS, Operation, parse
 from recall_shim.interfaces.service import MemoryService
@@ -48,7 +49,7 @@ INSTRUCTIONS = (
     "keeping (it becomes recallable after the next build), and `prompt` or `recall` with what the "
     "user is asking, always with the user's id, to get what you know about them."
 )
-VERSION = "0.1.0"
+VERSION = package_version()
 DEFAULT_ACTOR = "mcp"
 INVALID_PARAMS = -32602  # JSON-RPC: an unknown tool is a protocol error, not a tool result
 

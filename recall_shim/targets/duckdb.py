@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery, StorageFailure, StoreBusy
+from recall_shim.errors import (DBT_PLAIN_OUTPUT, AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery,
+                                 StorageFailure, StoreBusy, plain_text)
 from recall_shim.build.inputs import UNCHANGED_NOTE, forget_build, inputs_before, record_build, unchanged_since_last_build
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
@@ -146,6 +147,7 @@ class MemoryStore(Store):
             "DBT_TARGET_PATH": str(self.paths.dbt_dir / "target"),
             "DBT_LOG_PATH": str(self.paths.dbt_dir / "logs"),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+            **DBT_PLAIN_OUTPUT,
             "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive"),
         })
         started = time.monotonic()
@@ -175,7 +177,7 @@ class MemoryStore(Store):
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
-        return BuildResult(str(snap) if snap is not None else None, output, time.monotonic() - started, index)
+        return BuildResult(str(snap) if snap is not None else None, plain_text(output), time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
     def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:

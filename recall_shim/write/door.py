@@ -5,7 +5,8 @@ a build nor hide as another user.
 Checked at the door: the id rule (recall_shim/write/ids.py) for user_id / session_id / agent_id /
 message_id, the JSON types of the other fields, and ``content`` at most var ``max_content_chars``
 characters. Everything else (roles, timestamps, blank content, duplicates) is judged by staging
-(int_messages_validated), as before.
+(int_messages_validated), as before; only a single ``remember`` refuses blank content at once
+(``message_row`` in recall_shim/write/landing.py).
 
 A refused row either raises (``admit_strict``: remember, remember_many) or lands with its
 ``door_reason`` (``admit``: input files), so it reaches session_log_rejects with that reason,

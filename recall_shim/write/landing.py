@@ -177,7 +177,12 @@ def read_input_file(path: str | Path) -> Iterable[dict[str, Any] | UnreadableLin
 
 def message_row(user_id: Any, content: Any, *, role: Any = "user", session_id: Any = "default",
                 msg_seq: Any = None, ts: Any = None, message_id: Any = None, agent_id: Any = None) -> dict[str, Any]:
-    """The session-log row of one ``remember`` call, with its defaults (shared by both stores)."""
+    """The session-log row of one ``remember`` call, with its defaults (shared by both stores).
+    Empty content is refused here, on every path that remembers one message (API, CLI, HTTP, MCP,
+    LangGraph): InvalidInput, nothing lands. Rows of files and batches are judged by the build
+    (session_log_rejects, ``empty_content``)."""
+    if content is None or (isinstance(content, str) and not content.strip()):
+        raise InvalidInput("content must not be empty")
     return {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
             "msg_seq": msg_seq if msg_seq is not None else time.time_ns() // 1000, "role": role,
             "content": content, "ts": ts or utc_now_iso(),

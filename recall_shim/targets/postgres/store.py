@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
+from recall_shim.errors import DBT_PLAIN_OUTPUT, BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
 from recall_shim.write.door import admit, admit_strict
 from recall_shim.forget.duckdb import ForgetReport
 from recall_shim.write.ids import forget_id
@@ -202,7 +202,7 @@ class PgMemoryStore(Store):
         env = dict(os.environ)
         env.update(self.conn.dbt_env())
         env.update({"DBT_TARGET_PATH": str(self.work_dir / "target"), "DBT_LOG_PATH": str(self.work_dir / "logs"),
-                    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+                    "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", **DBT_PLAIN_OUTPUT,
                     "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive")})
         proc = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True)
         output = proc.stdout + proc.stderr
