@@ -95,3 +95,18 @@ class StorageFailure(AgentMemoryError):
 
 class AccessNotRecorded(UserWarning):
     """A recall answered, but its access event could not be written (disk full, read-only store)."""
+
+
+class ConnectionFailed(BackendUnavailable):
+    """The PostgreSQL server cannot be reached or refuses the login (wrong host, port, user,
+    password, database, TLS settings); the message is one line, without the password."""
+
+
+class PermissionDenied(AgentMemoryError):
+    """The PostgreSQL role lacks a privilege the operation needs (a reader remembering, a writer
+    recalling or building; docs/scaling_out.md, "Roles")."""
+
+
+class StoreNotMigrated(AgentMemoryError):
+    """The PostgreSQL schema is behind the shim's migrations and this role may not migrate it:
+    run ``agent-memory --target postgres migrate`` as the store's owner."""

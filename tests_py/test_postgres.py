@@ -251,7 +251,8 @@ def test_plain_dbt_build_runs_every_data_test(pg_store: Any, tmp_path: Any) -> N
     assert out.returncode == 0, text[-4000:]
     results = json.loads((tmp_path / "target" / "run_results.json").read_text())["results"]
     status = {r["unique_id"]: r["status"] for r in results}
-    bad = {uid: v for uid, v in status.items() if v not in ("success", "pass", "no-op")}
-    assert status and not bad, bad
+    # exposures are documentation: `dbt build` lists them with status no-op
+    assert status and all(v in ("success", "pass") or (uid.startswith("exposure.") and v == "no-op")
+                          for uid, v in status.items()), text[-4000:]
     for name in ("test.agent_memory.forgotten_data_stays_forgotten", "test.agent_memory.list_values_exist_in_"):
         assert any(uid.startswith(name) for uid in status), f"{name} did not run"

@@ -18,6 +18,7 @@ EXE = str(Path(sys.executable).with_name("agent-memory"))
 COMMANDS = {  # every subcommand with the arguments it needs to parse
     "ingest": ["f.jsonl"], "remember": ["hello", "--user", "u"], "build": [], "recall": ["q", "--user", "u"],
     "forget": ["--user", "u"], "similarity": ["q", "--user", "u"], "demo": [], "report": [], "serve": [], "mcp": [],
+    "migrate": [], "grants": ["--reader", "r"],
 }
 
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any, Sequence
 
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
+from recall_shim.interfaces.cli_postgres import add_postgres_commands
 from recall_shim.interfaces.requests import arguments, parse
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
 from recall_shim.common.paths import package_version
@@ -398,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "ingest, recall, recall_many, prompt, forget, health, build). See "
                                    "docs/server.md.")
     s.set_defaults(func=cmd_mcp)
+    add_postgres_commands(sub, common)
     return p
 
 

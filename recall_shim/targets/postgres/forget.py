@@ -29,7 +29,7 @@ from recall_shim.errors import InvalidInput
 from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
-from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, ensure_landing, insert_rows
+from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, insert_rows
 from recall_shim.common.sql import sql_ident
 
 __all__ = ["forget_pg"]
@@ -163,7 +163,6 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
     if memory_id is not None:
         memory_id = check_forget_id(memory_id, "memory_id")
     who = check_forget_id(actor, "actor") if actor is not None else default_actor()
-    ensure_landing(conn)
     s = conn.schema
     with conn.connect(autocommit=True) as lock:
         lock.execute("select pg_advisory_lock(%s)", [BUILD_LOCK_KEY])

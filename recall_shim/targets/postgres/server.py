@@ -6,7 +6,8 @@ never touch the models: they INSERT rows, every value as text exactly like the D
 files, into ``<schema>.session_log_landing`` (messages) and ``<schema>.recall_access_landing``
 (recall accesses), each batch in one ordinary transaction, so any number of writers run at once
 and while a build runs. ``dbt build --target postgres`` loads them incrementally (the
-``landing_rows`` macro). See docs/scaling_out.md.
+``landing_rows`` macro). The tables are created by the shim's migrations (migrations.py), never
+when a store is opened. See docs/scaling_out.md.
 
 :class:`LocalPostgres` starts a throwaway server from the ``pgserver`` wheel (PostgreSQL 16 with
 pgvector). As root, pgserver runs the server as a system user ``pgserver`` (created with
@@ -20,21 +21,20 @@ import logging
 import os
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from recall_shim.errors import BackendUnavailable, InvalidInput
+from recall_shim.errors import BackendUnavailable, ConnectionFailed, InvalidInput
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.sql import sql_ident
 from recall_shim.common.paths import project_dir
 
-__all__ = ["PgConnection", "LocalPostgres", "ensure_landing", "land_messages", "land_access", "insert_rows",
+__all__ = ["PgConnection", "LocalPostgres", "SSL_MODES", "check_pg_name", "one_line", "land_messages", "land_access", "insert_rows",
            "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "BUILD_LOCK_KEY"]
 
 BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
 _PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_SETUP_LOCK_KEY = 7_301_733  # pg_advisory_xact_lock key of ensure_landing
 
 #: where the landing source is declared; its tables' identifiers are the PostgreSQL landing tables
 LANDING_SOURCES = Path("models") / "staging" / "landing" / "_landing__sources.yml"
@@ -78,21 +78,32 @@ _ACCESS_COLUMNS = ("event_id", "memory_id", "user_id", "query_id", "accessed_at"
 FORGET_COLUMNS = ("tombstone_id", "scope", "user_id", "memory_id", "forgotten_at", "_landing_file", "message_id")
 
 
+#: libpq's sslmode values (https://www.postgresql.org/docs/16/libpq-ssl.html)
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
 @dataclass(frozen=True)
 class PgConnection:
-    """Where a PostgreSQL store lives. ``host`` may be a Unix socket folder."""
+    """Where a PostgreSQL store lives. ``host`` may be a Unix socket folder. ``sslmode`` and
+    ``sslrootcert`` are libpq's (default ``prefer`` and none: TLS when the server offers it,
+    without verifying the certificate; ``verify-full`` with the CA file checks the server)."""
 
     host: str
     port: int = 5432
     user: str = "postgres"
     dbname: str = "agent_memory"
     schema: str = "agent_memory"
-    password: str = ""
+    password: str = field(default="", repr=False)
+    sslmode: str = "prefer"
+    sslrootcert: str = ""
 
     def __post_init__(self) -> None:
         # the dbt postgres target writes the schema unquoted (target.schema in macros/*.sql)
         check_pg_name(self.schema, "schema")
         check_pg_name(self.dbname, "dbname")
+        if self.sslmode not in SSL_MODES:
+            raise InvalidInput(f"sslmode must be one of {', '.join(SSL_MODES)} (got {str(self.sslmode)[:40]!r};"
+                               " AGENT_MEMORY_PG_SSLMODE)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "PgConnection":
@@ -103,19 +114,34 @@ class PgConnection:
                    user=e.get("AGENT_MEMORY_PG_USER", "postgres"),
                    dbname=e.get("AGENT_MEMORY_PG_DBNAME", "agent_memory"),
                    schema=e.get("AGENT_MEMORY_PG_SCHEMA", "agent_memory"),
-                   password=e.get("AGENT_MEMORY_PG_PASSWORD", ""))
+                   password=e.get("AGENT_MEMORY_PG_PASSWORD", ""),
+                   sslmode=e.get("AGENT_MEMORY_PG_SSLMODE") or "prefer",
+                   sslrootcert=e.get("AGENT_MEMORY_PG_SSLROOTCERT", ""))
 
     def dbt_env(self) -> dict[str, str]:
         """Environment variables that point the dbt ``postgres`` target at this store."""
         return {"AGENT_MEMORY_PG_HOST": self.host, "AGENT_MEMORY_PG_PORT": str(self.port),
                 "AGENT_MEMORY_PG_USER": self.user, "AGENT_MEMORY_PG_DBNAME": self.dbname,
-                "AGENT_MEMORY_PG_SCHEMA": self.schema, "AGENT_MEMORY_PG_PASSWORD": self.password}
+                "AGENT_MEMORY_PG_SCHEMA": self.schema, "AGENT_MEMORY_PG_PASSWORD": self.password,
+                "AGENT_MEMORY_PG_SSLMODE": self.sslmode, "AGENT_MEMORY_PG_SSLROOTCERT": self.sslrootcert}
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments ``psycopg.connect`` gets (libpq connection parameters)."""
+        kwargs: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "dbname": self.dbname,
+                                  "password": self.password or None, "sslmode": self.sslmode}
+        if self.sslrootcert:
+            kwargs["sslrootcert"] = self.sslrootcert
+        return kwargs
 
     def connect(self, autocommit: bool = False) -> Any:
-        """A new psycopg connection (the caller closes it)."""
+        """A new psycopg connection (the caller closes it). A server that cannot be reached or
+        refuses the login raises ConnectionFailed with a one-line message."""
         psycopg = _psycopg()
-        return psycopg.connect(host=self.host, port=self.port, user=self.user, dbname=self.dbname,
-                               password=self.password or None, autocommit=autocommit)
+        try:
+            return psycopg.connect(autocommit=autocommit, **self.connect_kwargs())
+        except psycopg.OperationalError as exc:
+            raise ConnectionFailed(f"cannot connect to PostgreSQL at {self.host}:{self.port} as {self.user}"
+                                   f" (database {self.dbname}): {one_line(str(exc))}") from None
 
 
 def _psycopg() -> Any:
@@ -124,6 +150,12 @@ def _psycopg() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BackendUnavailable("the postgres backend needs psycopg: pip install 'agent-memory[postgres]'") from exc
     return psycopg
+
+
+def one_line(message: str, limit: int = 300) -> str:
+    """A server or libpq message on one line (libpq's hints follow on tab-indented lines)."""
+    text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def check_pg_name(name: str, what: str) -> str:
@@ -178,7 +210,9 @@ class LocalPostgres:
         conn = PgConnection(host=admin.host, port=admin.port, dbname=self.dbname, schema=self.schema)
         with conn.connect(autocommit=True) as con:
             con.execute("create extension if not exists vector")
-        ensure_landing(conn)
+        from recall_shim.targets.postgres.migrations import migrate  # it imports this module
+
+        migrate(conn)
         return conn
 
     def stop(self) -> None:
@@ -191,38 +225,6 @@ class LocalPostgres:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def ensure_landing(conn: PgConnection) -> None:
-    """Create the store's schema and landing tables if missing (idempotent)."""
-    s = conn.schema
-    with conn.connect() as con:  # one transaction; concurrent first uses take turns
-        con.execute("select pg_advisory_xact_lock(%s)", [_SETUP_LOCK_KEY])
-        con.execute(f'create schema if not exists {sql_ident(s)}')
-        con.execute(
-            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["messages"]} ('
-            + ", ".join(f"{c} {'boolean' if c == 'content_invalid_utf8' else 'text'}" for c in MESSAGE_COLUMNS)
-            + ", primary key (landing_id))")
-        con.execute(
-            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["access"]} ('
-            + ", ".join(f"{c} text" for c in _ACCESS_COLUMNS) + ", primary key (event_id))")
-        con.execute(
-            f'create table if not exists {sql_ident(s)}.{LANDING_TABLES["forget"]} ('
-            + ", ".join(f"{c} text" for c in FORGET_COLUMNS) + ", primary key (tombstone_id))")
-        # columns added after the first release (tables created earlier lack them); ALTER only
-        # when missing: it takes an exclusive lock that would make writers wait for a build
-        for table, column in ((LANDING_TABLES["messages"], "door_reason"), (LANDING_TABLES["messages"], "landing_seq"),
-                              (LANDING_TABLES["forget"], "message_id")):
-            if con.execute("select 1 from information_schema.columns where table_schema = %s and table_name = %s"
-                           " and column_name = %s", [s, table, column]).fetchone() is None:
-                con.execute(f'alter table {sql_ident(s)}.{table} add column {column} text')
-        # sha256 of every file `ingest` landed (skip a file landed before unless forced)
-        con.execute(f'create table if not exists {sql_ident(s)}.ingested_files (digest text primary key, file text,'
-                    ' n_rows bigint, landed_at text)')
-        # forget's audit trail: ids and counts only, never content (docs/data_protection.md)
-        con.execute(f'create table if not exists {sql_ident(s)}.forget_audit (audit_id text primary key,'
-                    ' completed_at text, record text)')
-        con.commit()
 
 
 def land_messages(conn: PgConnection, records: Iterable[Mapping[str, Any]]) -> int:

