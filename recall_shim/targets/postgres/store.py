@@ -319,7 +319,7 @@ class PgMemoryStore(Store):
 
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
-                    record_access: bool = True, agent_id: str | None = None,
+                    record_access: bool = False, agent_id: str | None = None,
                     session_id: str | None = None, vectors: Sequence[Any] | None = None) -> list[list[RecalledMemory]]:
         """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
         s = self._reader.settings
