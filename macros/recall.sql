@@ -25,7 +25,8 @@
     common word adds little, a strong match of rare terms approaches 1); rrf = w/(k + vector_rank) + (1-w)/(k + lexical_rank) (no
     lexical match adds 0); vector = cosine; lexical = BM25. w = var fusion_vector_weight. score = relevance * (1 - s + s * strength), s = var
     strength_weight (1.0 gives the reference design's strength x similarity), times var
-    question_episode_weight for episodes that are questions (is_question). Memories below
+    question_episode_weight for episodes that are questions (is_question) and var
+    assistant_memory_weight for what the assistant said (kind 'assistant'). Memories below
     min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
@@ -152,7 +153,11 @@ kept as (
         m.source_message_ids,
         f.relevance
             * (1 - {{ sw }} + {{ sw }} * m.strength)
-            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end as score
+            * case
+                when m.is_question then {{ number_var('question_episode_weight') }}
+                when m.kind = 'assistant' then {{ number_var('assistant_memory_weight') }}
+                else 1
+            end as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
     where f.similarity >= {{ min_sim }}

@@ -62,7 +62,7 @@ class RecallOptions(Request):
     user_id: str = Field(min_length=1, description="recall is always scoped to one user")
     top_k: int | None = Field(None, description="results per query (default: the store's recall_top_k)")
     min_sim: float | None = Field(None, description="minimum raw cosine similarity (default: recall_min_sim)")
-    kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, episode)")
+    kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, episode, assistant)")
     record_access: bool = Field(False, description="log returned memories as accesses (they reinforce at the next "
                                                    "build); recall is a look, not a use, unless this is true")
     agent_id: str | None = Field(None, description="narrow to memories with a source message from this agent")

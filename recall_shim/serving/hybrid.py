@@ -1,7 +1,7 @@
 """The shipped hybrid fusions from the serving index: the compiled recall statement's answer
 (macros/recall.sql ``recall_sql`` is the spec) without scanning the user's memories.
 
-Per intent, with f = (1 - sw + sw x strength) x question weight (``SnapshotIndex.factor``):
+Per intent, with f = (1 - sw + sw x strength) x question or assistant weight (``SnapshotIndex.factor``):
 
     weighted  score = f x (w x (cos - mn) / (mx - mn) + (1 - w) x bm25 / (bm25 + sat))
               (mn, mx: min / max cosine over the user's scoped memories; mx = mn gives 1)

@@ -52,7 +52,7 @@ __all__ = ["PgMemoryStore"]
 _STAGE_ONE = "+int_memory_candidates recall_intents"
 _SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
                     "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars", "recall_episodes_by_default")
+                    "max_query_chars", "recall_episodes_by_default", "assistant_memory_weight")
 _PG_WORK_ENV = "AGENT_MEMORY_PG_WORK_DIR"
 
 
@@ -95,6 +95,7 @@ class _Reader:
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
                 fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
                 question_episode_weight=float(values["question_episode_weight"]),
+                assistant_memory_weight=float(values["assistant_memory_weight"]),
                 embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
                 embedding_query_form=values["embedding_query_form"], default_top_k=int(values["default_top_k"]),
                 default_min_sim=float(values["default_min_sim"]), max_top_k=int(values["max_top_k"]),
@@ -362,7 +363,8 @@ class PgMemoryStore(Store):
                 return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
                                         kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
                                         dim=s.embedding_dim, strength_weight=s.strength_weight,
-                                        question_weight=s.question_episode_weight)
+                                        question_weight=s.question_episode_weight,
+                                        assistant_weight=s.assistant_memory_weight)
         return self._read(run)
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
