@@ -110,9 +110,12 @@ def test_only_marked_assistant_turns_become_assistant_memories(store: MemoryStor
 
 
 def test_what_the_assistant_said_is_recallable(store: MemoryStore) -> None:
-    # the user's own message about the laptop may come first (the weight); the answer is next to it
-    hits = store.recall("which laptop did you recommend?", user_id="ines", top_k=2, min_sim=-1)
-    assert [h.source_message_ids for h in hits if h.kind == "assistant"] == [["m1"]]
+    # a question that asks what the assistant said (var assistant_question_pattern): its answer first,
+    # ahead of the user's own message about the laptop
+    top = store.recall("which laptop did you recommend?", user_id="ines", top_k=1, min_sim=-1)[0]
+    assert top.kind == "assistant" and top.source_message_ids == ["m1"]
+    top = store.recall("你之前推荐我买哪台电脑？", user_id="ines", top_k=1, min_sim=-1)[0]
+    assert top.kind == "assistant" and top.source_message_ids == ["m1"]
     hits = store.recall("what did you promise to remind me about?", user_id="ines", top_k=3, min_sim=-1)
     assert ["m5"] in [h.source_message_ids for h in hits if h.kind == "assistant"]
 
@@ -130,14 +133,18 @@ def test_the_prompt_block_shows_it_as_what_the_assistant_said(store: MemoryStore
     assert f"{title}:\n- For illustration on the go I'd recommend the Surface Pro 9" in block
 
 
-def test_an_assistant_memory_scores_assistant_memory_weight_times_its_relevance(store: MemoryStore) -> None:
+def test_the_weight_falls_on_the_assistant_unless_the_question_asks_what_it_said(store: MemoryStore) -> None:
     """Runs last in the module: it rebuilds the store with the weight at 1 (strength as of the
-    same moment, so only the weight changes)."""
-    q = "which laptop did you recommend for illustration?"
-    weighted = {h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
+    same moment, so only the weight changes). About the user: an assistant memory scores 0.8 (the
+    shipped var) of its relevance; asking what the assistant said: every other memory does."""
+    about_user, to_assistant = "a laptop for illustration work", "which laptop did you recommend for illustration?"
+    weighted = [{h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
+                for q in (about_user, to_assistant)]
     store.build(vars={"as_of": AS_OF, "assistant_memory_weight": 1.0})
-    plain = {h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
-    assert weighted.keys() == plain.keys() and {h.kind for h in plain.values()} >= {"assistant", "episode"}
-    for mid, h in plain.items():
-        expected = h.score * (0.8 if h.kind == "assistant" else 1.0)  # the shipped var
-        assert weighted[mid].score == pytest.approx(expected, rel=1e-6), (h.kind, h.content)
+    plain = [{h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
+             for q in (about_user, to_assistant)]
+    for asks, w, p in zip((False, True), weighted, plain):
+        assert w.keys() == p.keys() and {h.kind for h in p.values()} >= {"assistant", "episode"}
+        for mid, h in p.items():
+            carries = (h.kind == "assistant") != asks
+            assert w[mid].score == pytest.approx(h.score * (0.8 if carries else 1.0), rel=1e-6), (asks, h.content)

@@ -183,6 +183,8 @@ QUERIES = [
     "zzqx frobnicate quux",                       # no lexical match at all
     "the and of",                                 # stopwords only: no terms
     "Lena's sister's electric bikes in cities",   # possessives and plurals folded
+    "which hiking boots did you recommend?",      # asks what the assistant said (assistant_question_pattern)
+    "你之前推荐的部署工具是什么",                    # the same in Chinese
 ]
 CASES = list(itertools.product(["big", "small", "tiny", "nobody"], [1, 5, 20], [-1.0, 0.75, 0.85],
                                [None, ["fact"], ["fact", "episode"], []]))  # an unknown kind is refused (test_cli)

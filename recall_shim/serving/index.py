@@ -232,11 +232,13 @@ class SnapshotIndex:
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
         question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
-        # the score multiplier of the compiled statement's vector fusion (macros/recall.sql): strength,
-        # then question episodes x question_weight, other 'assistant' memories x assistant_weight
+        # the score multiplier of the compiled statement (macros/recall.sql): strength, x question_weight
+        # for question episodes, x assistant_weight for 'assistant' memories (factor) or, for a question
+        # that asks what the assistant said (hybrid fusions only), for every other memory (factor_said)
         said = self.kind == self.kinds.index("assistant") if "assistant" in self.kinds else np.zeros(len(self.strength), bool)
-        self.factor = (1 - strength_weight + strength_weight * self.strength) * np.where(
-            question, question_weight, np.where(said, assistant_weight, 1.0))
+        base = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
+        self.factor = base * np.where(said, assistant_weight, 1.0)
+        self.factor_said = base * np.where(said, 1.0, assistant_weight)
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
         # (page cache, not this process's RSS); small users' blocks through the memory map.
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))

@@ -69,7 +69,8 @@ class PgAnn:
                f' from {sql_ident(self.schema)}.long_term_memory'
                f" where user_id = %s and valid_to is null{kind_sql}"
                f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
-        top_factor = max(1.0, question_weight, assistant_weight)  # strength <= 1, so (1 - w + w x strength) <= 1
+        # strength <= 1, so (1 - w + w x strength) <= 1
+        top_factor = max(1.0, question_weight, assistant_weight, question_weight * assistant_weight)
         out: list[tuple[Any, ...]] = []
         for intent, vec in enumerate(vectors, start=1):
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
@@ -82,7 +83,7 @@ class PgAnn:
                 for mid, kind, content, strength, sources, is_q, sim in rows:
                     if sim is None or not math.isfinite(sim) or sim < min_sim:
                         continue
-                    weight = question_weight if is_q else assistant_weight if kind == "assistant" else 1.0
+                    weight = (question_weight if is_q else 1.0) * (assistant_weight if kind == "assistant" else 1.0)
                     score = sim * (1 - strength_weight + strength_weight * strength) * weight
                     scored.append((-score, mid, kind, content, sim, strength, score, sources))
                 scored.sort(key=lambda r: (r[0], r[1]))
