@@ -52,6 +52,7 @@
       'assistant_memory_roles': {'kind': 'string_list', 'pattern': '[A-Za-z0-9_-]{1,64}', 'min_items': 0},
       'assistant_memory_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'assistant_question_pattern': {'kind': 'string', 'pattern': '[^\\x00]{0,2000}'},
+      'change_topic_max_df': {'kind': 'number', 'integer': true, 'min': 0, 'max': big},
       'consolidation_min_sim': {'kind': 'number', 'min': -1, 'max': 2},
       'lexical_k1': {'kind': 'number', 'min': 0, 'max': 1000},
       'lexical_b': share,
