@@ -17,9 +17,10 @@
   md5(concat_ws('|', {{ sql_literal(string_var('embedding_model')) }}, {{ form_expr }}, {{ text_expr }}))
 {%- endmacro %}
 
-{#- The e5 form a memory of this kind is embedded with (episodes are whole chat messages). -#}
+{#- The e5 form a memory of this kind is embedded with (episodes and assistant memories are whole
+    chat messages). -#}
 {% macro embedding_form_for_kind(kind_expr) -%}
-  case when {{ kind_expr }} = 'episode' then {{ sql_literal(choice_var('embedding_episode_form')) }} else {{ sql_literal(choice_var('embedding_memory_form')) }} end
+  case when {{ kind_expr }} in ('episode', 'assistant') then {{ sql_literal(choice_var('embedding_episode_form')) }} else {{ sql_literal(choice_var('embedding_memory_form')) }} end
 {%- endmacro %}
 
 {% macro embed_sql(text_expr, form) -%}

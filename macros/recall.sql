@@ -25,7 +25,10 @@
     common word adds little, a strong match of rare terms approaches 1); rrf = w/(k + vector_rank) + (1-w)/(k + lexical_rank) (no
     lexical match adds 0); vector = cosine; lexical = BM25. w = var fusion_vector_weight. score = relevance * (1 - s + s * strength), s = var
     strength_weight (1.0 gives the reference design's strength x similarity), times var
-    question_episode_weight for episodes that are questions (is_question). Memories below
+    question_episode_weight for episodes that are questions (is_question), times var
+    assistant_memory_weight for what the assistant said (kind 'assistant') or, when the
+    question asks what the assistant said (var assistant_question_pattern on the lower-cased
+    query text; fusions with a lexical leg, which have the text), for every other memory. Memories below
     min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
@@ -110,6 +113,15 @@ lexical_ranked as (
         row_number() over (partition by intent_id order by lexical_score desc, memory_id) as lexical_rank
     from lexical_leg
 ),
+
+-- does the question ask what the assistant said ("which laptop did you recommend?", "你之前建议...")?
+addressed as (
+    select
+        intent_id,
+        coalesce({{ regexp_search('lower(query_text)', sql_literal(string_var('assistant_question_pattern'))) }}, false)
+            as to_assistant
+    from recall_queries
+),
 {%- endif %}
 
 fused as (
@@ -152,9 +164,17 @@ kept as (
         m.source_message_ids,
         f.relevance
             * (1 - {{ sw }} + {{ sw }} * m.strength)
-            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end as score
+            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end
+            * case
+                when (m.kind = 'assistant') != {% if lexical %}a.to_assistant{% else %}false{% endif %}
+                    then {{ number_var('assistant_memory_weight') }}
+                else 1
+            end as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
+    {% if lexical -%}
+    inner join addressed as a on a.intent_id = f.intent_id
+    {%- endif %}
     where f.similarity >= {{ min_sim }}
 ),
 

@@ -127,9 +127,10 @@ class Store(Protocol):
 
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
-                    record_access: bool = True, agent_id: str | None = None,
+                    record_access: bool = False, agent_id: str | None = None,
                     session_id: str | None = None, vectors: Sequence[Any] | None = None) -> list[list[RecalledMemory]]:
-        """The best memories of ``user_id`` per query (several intents in one statement)."""
+        """The best memories of ``user_id`` per query (several intents in one statement). A look:
+        nothing is logged as an access unless ``record_access`` is true."""
         ...
 
     def similarity_distribution(self, queries: Sequence[Query], *, user_id: str) -> list[float]:
@@ -154,7 +155,10 @@ class Store(Protocol):
         return self.recall_many([query], user_id=user_id, **kwargs)[0]
 
     def prompt(self, queries: Sequence[Query], *, user_id: str, budget_chars: int = 1200, **kwargs: Any) -> str:
-        """Recall for ``queries`` and format the memories as a system-prompt block."""
+        """Recall for ``queries`` and format the memories as a system-prompt block. A use: the
+        memories recalled for the block are logged as accesses (they reinforce at the next build)
+        unless ``record_access=False``."""
+        kwargs.setdefault("record_access", True)
         results = self.recall_many(queries, user_id=user_id, **kwargs)
         return format_prompt([m for group in results for m in group], budget_chars=budget_chars)
 

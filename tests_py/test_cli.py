@@ -91,7 +91,7 @@ def test_batch_lines_are_parsed_like_http_requests(demo_store: MemoryStore, tmp_
 def test_unknown_kind_is_an_error(demo_store: MemoryStore) -> None:
     out = run("recall", "x", "--user", "demo", "--kind", "skills", "--db", str(demo_store.paths.db), "--no-access")
     assert out.returncode == 2 and out.stdout == "", out.stdout
-    assert "unknown kind 'skills'; the kinds are fact, preference, skill, episode" in out.stderr
+    assert "unknown kind 'skills'; the kinds are fact, preference, skill, episode, assistant" in out.stderr
 
 
 def test_empty_content_is_refused_and_nothing_lands(tmp_path: Path) -> None:

@@ -92,7 +92,8 @@ def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
     store.remember_many(rows)
     store.build()
     for user in ("gone", "mem", "keep"):
-        assert store.recall("what does the user like to drink?", user_id=user, min_sim=-1, top_k=20)  # accesses
+        assert store.recall("what does the user like to drink?", user_id=user, min_sim=-1, top_k=20,
+                            record_access=True)  # accesses
     store.build()  # loads the accesses: events, reinforced strength, strength snapshot rows
 
     forgotten = ["Zqgonecity", "zqgonereject", "秘密村庄", "zqforgottentea", "zqcascadecat"]

@@ -27,7 +27,7 @@ from recall_shim.serving.terms import Lexicon, build_term_postings, tokenize
 from .conftest import ROOT
 
 DIM = 384
-KINDS = ("preference", "fact", "skill", "episode")
+KINDS = ("preference", "fact", "skill", "episode", "assistant")  # assistant: var assistant_memory_weight
 SUBJECTS = ["the user", "my manager", "our team", "Lena", "the client", "my sister", "the new intern", "Bob"]
 VERBS = ["prefers", "dislikes", "often uses", "is learning", "recommended", "deployed", "wrote about", "asked about"]
 OBJECTS = ["dark roast coffee", "green tea", "kubernetes clusters", "terraform modules", "pandas dataframes",
@@ -66,7 +66,8 @@ def compiled_statements(fusion: str, work: Path) -> Path:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Users 'big' (2,400 memories), 'small' (500), 'tiny' (5): real sentences, real embeddings,
-    duplicates (score ties), a zero, a NaN and a NULL vector, questions, all kinds."""
+    duplicates (score ties), a zero, a NaN and a NULL vector, questions, all kinds (assistant
+    memories weighted by var assistant_memory_weight in both)."""
     work = tmp_path_factory.mktemp("hybrid")
     n_big, n_small, n_tiny = 2400, 500, 5
     users = ["big"] * n_big + ["small"] * n_small + ["tiny"] * n_tiny
@@ -82,7 +83,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
     rows = {
         "memory_id": [f"mem_{i:05d}" for i in range(len(users))],
         "user_id": users,
-        "kind": [KINDS[k] for k in rng.choice(4, len(users), p=[0.25, 0.4, 0.15, 0.2])],
+        "kind": [KINDS[k] for k in rng.choice(5, len(users), p=[0.22, 0.35, 0.13, 0.18, 0.12])],
         "content": text,
         "embedding": emb,
         "strength": strength.tolist(),
@@ -182,6 +183,8 @@ QUERIES = [
     "zzqx frobnicate quux",                       # no lexical match at all
     "the and of",                                 # stopwords only: no terms
     "Lena's sister's electric bikes in cities",   # possessives and plurals folded
+    "which hiking boots did you recommend?",      # asks what the assistant said (assistant_question_pattern)
+    "你之前推荐的部署工具是什么",                    # the same in Chinese
 ]
 CASES = list(itertools.product(["big", "small", "tiny", "nobody"], [1, 5, 20], [-1.0, 0.75, 0.85],
                                [None, ["fact"], ["fact", "episode"], []]))  # an unknown kind is refused (test_cli)
@@ -233,7 +236,7 @@ def test_ivf_user_with_a_tail_matches_the_compiled_statement(corpus: dict, tmp_p
         nxt["content"][r], nxt["embedding"][r] = text[j], vec[text[j]].astype(float).tolist()
         nxt["source_message_ids"][r] = [f"msg_edit_{j}"]
     for j in range(20, 80):  # 60 new
-        for k, v in (("memory_id", f"mem_new_{j:03d}"), ("user_id", "big"), ("kind", KINDS[j % 4]), ("content", text[j]),
+        for k, v in (("memory_id", f"mem_new_{j:03d}"), ("user_id", "big"), ("kind", KINDS[j % 5]), ("content", text[j]),
                      ("embedding", vec[text[j]].astype(float).tolist()), ("strength", 0.3 + j / 200),
                      ("source_message_ids", [f"msg_new_{j}"]), ("is_question", j % 7 == 0)):
             nxt[k].append(v)

@@ -173,10 +173,10 @@ def test_build_output_is_plain_text(tmp_path: Path) -> None:
 
 
 def test_known_kinds_come_from_the_models_contract() -> None:
-    assert set(memory_kinds()) == {"fact", "preference", "skill", "episode"}
+    assert set(memory_kinds()) == {"fact", "preference", "skill", "episode", "assistant"}
 
 
 def test_unknown_kinds_are_refused_by_the_api(demo_store: MemoryStore) -> None:
-    with pytest.raises(InvalidQuery, match="unknown kind 'skills'; the kinds are fact, preference, skill, episode"):
+    with pytest.raises(InvalidQuery, match="unknown kind 'skills'; the kinds are fact, preference, skill, episode, assistant"):
         demo_store.recall("x", user_id="demo", kinds=["skills"], record_access=False)
     assert demo_store.recall("x", user_id="demo", kinds=["episode"], min_sim=-1, record_access=False) is not None

@@ -81,7 +81,7 @@ def test_mcp_tools_over_stdio(demo_store: MemoryStore) -> None:
     assert not by_vector.is_error and by_vector.structured_content["results"][0]["memory_id"] == top["memory_id"]
     assert not narrow_prompt.is_error and narrow_prompt.structured_content["prompt"] == ""
     assert bad_var.is_error and "var 'store_path' cannot be set by a server caller" in bad_var.content[0].text
-    assert bad_kind.is_error and "unknown kind 'skills'; the kinds are fact, preference, skill, episode" in \
+    assert bad_kind.is_error and "unknown kind 'skills'; the kinds are fact, preference, skill, episode, assistant" in \
         bad_kind.content[0].text
     # record_access: false was honoured, not dropped: no recall of the session logged an access
     assert _access_events(demo_store) == accesses

@@ -156,7 +156,7 @@ def test_recall_errors_and_scoping(pg_store: Any) -> None:
 
 def test_decay_as_of_and_access_reinforcement(pg_store: Any) -> None:
     s = pg_store.conn.schema
-    hits = pg_store.recall("how should answers be formatted?", user_id="demo", top_k=1, min_sim=0.0)
+    hits = pg_store.recall("how should answers be formatted?", user_id="demo", top_k=1, min_sim=0.0, record_access=True)
     assert len(hits) == 1
     accessed = hits[0].memory_id
     as_of = datetime(2027, 1, 1)

@@ -85,7 +85,8 @@ def test_recall_records_access_and_reinforces_at_next_build(fresh_store: MemoryS
     fresh_store.build()
     before = dict(query(fresh_store, "select content, strength from long_term_memory"))
     assert before["User prefers green tea"] == pytest.approx(0.95, abs=1e-3)  # one day: 0.95^1
-    hit = fresh_store.recall("what does the user like to drink?", user_id="u1", top_k=1, min_sim=0)[0]
+    hit = fresh_store.recall("what does the user like to drink?", user_id="u1", top_k=1, min_sim=0,
+                            record_access=True)[0]
     assert hit.content == "User prefers green tea"
     fresh_store.build()
     rows = dict((r[0], r[1:]) for r in query(

@@ -36,7 +36,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryStore, Path]
         store.remember("xiaomei", text, session_id="zh-1", msg_seq=seq, ts=f"2026-01-0{seq}T09:00:00Z")
     store.build()
     for q in ("喜欢什么输出方式", "喜欢什么输出方式", "Where does the user live?"):
-        store.recall(q, user_id="demo" if q.startswith("喜") else "alice", min_sim=0, top_k=1)
+        store.recall(q, user_id="demo" if q.startswith("喜") else "alice", min_sim=0, top_k=1, record_access=True)
     store.build()
     return store, write_report(store.paths.db, folder / "out" / "report.html")
 

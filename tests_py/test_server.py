@@ -162,7 +162,7 @@ def test_unknown_kinds_are_an_error_listing_the_known_ones(served: tuple[Running
                        ("/prompt", {"user_id": "demo", "queries": ["x"], "kinds": ["skill", "opinion"]})):
         r = post(server, path, {**body, "record_access": False})
         assert r.status_code == 400, r.text
-        assert "the kinds are fact, preference, skill, episode" in r.json()["error"], r.json()
+        assert "the kinds are fact, preference, skill, episode, assistant" in r.json()["error"], r.json()
     assert "unknown kind 'opinion'" in r.json()["error"]
 
 

@@ -135,7 +135,7 @@ def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path,
 
     # recall events (strength changes at the next build), a new memory and a slot change
     for q in QUERIES:
-        store.recall(q, user_id="u0", min_sim=0.0)
+        store.recall(q, user_id="u0", min_sim=0.0, record_access=True)
     _land(store, [("u1", "n1", "2026-03-08 09:00:00", "I prefer salsa dancing over most things."),
                   ("u0", "paris", "2026-03-08 10:00:00", "I moved to Paris.")])
     d1, kind, delta_secs = _build(store)
@@ -164,7 +164,7 @@ def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path,
 
     # a second delta on top of the first
     for q in QUERIES:
-        store.recall(q, user_id="u1", min_sim=0.0)
+        store.recall(q, user_id="u1", min_sim=0.0, record_access=True)
     _land(store, [("u2", "n2", "2026-03-09 09:00:00", "I prefer vinyl records over most things.")])
     d2, kind, _ = _build(store)
     assert kind.startswith("delta") and [r[5] for r in _layers(d2)] == ["base", "delta", "delta"]

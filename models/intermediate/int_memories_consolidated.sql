@@ -5,7 +5,11 @@
     the memories of one user, slot and entity the most recently mentioned is current; the others
     get valid_to (supersession; a negation is a newer value that ends the old one). An episode
     whose messages stated slot values that are all superseded gets valid_to too (it carries only
-    outdated values, so it cannot outrank the current one).
+    outdated values, so it cannot outrank the current one). So does an episode that a later
+    message announcing a change (seeds/change_markers.csv) shares a rare topic term with (var
+    change_topic_max_df): the change the
+    rules did not extract still ends the old statement, and so do the memories of that message
+    whose content names the topic.
     Memories forgotten by id (stg_forget_requests) never come back.
 
     Incremental (delete+insert on memory_id; docs/serving.md "Incremental builds"): only users
@@ -251,12 +255,150 @@ ended_episodes as (
     group by ep.memory_id
 ),
 
+-- a change the rules did not extract (issue 14 item 3): a later user message with a clause that
+-- announces a change (seeds/change_markers.csv kind 'marker': "not ... anymore", "I quit ...",
+-- "我不再...", "跳槽了") ends every earlier episode of the user that shares a topic term of that
+-- clause: a tokenize term of the clause (capitalised words, i.e. names, left out; Latin terms of 4+
+-- letters and Han bigrams; no 'ignore' term of the seed) found in at most var
+-- change_topic_max_df of the user's episodes (a drink, a habit, a job title; not a common word).
+-- So does a memory of an ended message whose own content names that topic (its slot aside: a
+-- changed habit or title the rules did not extract the new value of).
+change_markers as (
+    select kind, pattern from {{ ref('change_markers') }}
+),
+
+episode_terms as (
+    select distinct
+        s.user_id,
+        s.memory_id,
+        s.last_mentioned_at,
+        t.term
+    from slot_superseded as s,
+        unnest({{ tokenize('s.content') }}) as t (term)
+    where s.kind = 'episode'
+),
+
+term_df as (
+    select
+        user_id,
+        term,
+        count(distinct memory_id) as df
+    from episode_terms
+    group by user_id, term
+),
+
+change_clauses as (
+    select
+        s.user_id,
+        s.memory_id,
+        s.created_at,
+        c.clause
+    from slot_superseded as s,
+        unnest(regexp_split_to_array(s.content, '[，,。.!！?？;；:：]+')) as c (clause)
+    where s.kind = 'episode'
+        and exists (
+            select 1 from change_markers as k
+            where k.kind = 'marker' and {{ regexp_search('lower(c.clause)', 'k.pattern') }}
+        )
+),
+
+topic_terms as (
+    select distinct
+        cc.user_id,
+        cc.memory_id,
+        cc.created_at,
+        t.term
+    from change_clauses as cc,
+        unnest({{ tokenize("regexp_replace(cc.clause, '[A-Z][A-Za-z]*', ' ', 'g')") }}) as t (term)
+    where (
+        (length(t.term) >= 4 and not {{ regexp_search('t.term', "'^[0-9]+$'") }})
+        or (length(t.term) = 2 and not {{ regexp_search('t.term', "'[a-z0-9]'") }})
+    )
+    and not exists (
+        select 1 from change_markers as k
+        where k.kind = 'ignore' and {{ regexp_full_match('t.term', 'k.pattern') }}
+    )
+),
+
+changed_pairs as (
+    select
+        old.memory_id,
+        tt.term,
+        tt.created_at as ended_at
+    from topic_terms as tt
+    inner join term_df as d
+        on
+            d.user_id = tt.user_id
+            and d.term = tt.term
+            and d.df <= {{ number_var('change_topic_max_df') }}
+    inner join episode_terms as old
+        on
+            old.user_id = tt.user_id
+            and old.term = tt.term
+            and old.memory_id != tt.memory_id
+            and old.last_mentioned_at < tt.created_at
+),
+
+changed_episodes as (
+    select
+        memory_id,
+        min(ended_at) as ended_at
+    from changed_pairs
+    group by memory_id
+),
+
+-- the ended messages, with the topic that ended them
+changed_messages as (
+    select
+        s.user_id,
+        unnest(s.source_message_ids) as message_id,
+        cp.term,
+        cp.ended_at
+    from slot_superseded as s
+    inner join changed_pairs as cp on cp.memory_id = s.memory_id
+),
+
+-- a memory of an ended message whose own content names the topic, last said before the change
+-- ("User works as a UX designer" ends with "promoted to lead designer", "User works at Zalando"
+-- of the same message stays)
+changed_memories as (
+    select
+        mt.memory_id,
+        min(cm.ended_at) as ended_at
+    from (
+        select
+            s.memory_id,
+            s.user_id,
+            s.last_mentioned_at,
+            src.message_id,
+            t.term
+        from slot_superseded as s,
+            unnest(s.source_message_ids) as src (message_id),
+            unnest({{ tokenize('s.content') }}) as t (term)
+        where s.kind != 'episode'
+    ) as mt
+    inner join changed_messages as cm
+        on
+            cm.user_id = mt.user_id
+            and cm.message_id = mt.message_id
+            and cm.term = mt.term
+            and mt.last_mentioned_at < cm.ended_at
+    group by mt.memory_id
+),
+
 superseded as (
     select
         s.*,
-        coalesce(s.slot_valid_to, case when ee.all_ended then ee.ended_at end) as valid_to
+        coalesce(
+            s.slot_valid_to,
+            case when ee.all_ended then ee.ended_at end,
+            ce.ended_at,
+            cm.ended_at
+        ) as valid_to
     from slot_superseded as s
     left join ended_episodes as ee on ee.memory_id = s.memory_id
+    left join changed_episodes as ce on ce.memory_id = s.memory_id
+    left join changed_memories as cm on cm.memory_id = s.memory_id
 ),
 
 written as (

@@ -97,11 +97,13 @@ def _batch(store: Store, path: str, defaults: dict[str, Any]) -> int:
                 if not isinstance(req, dict):
                     raise InvalidQuery("each line must be a JSON object")
                 given = {k: v for k, v in req.items() if k != "id"}
-                merged = {**{k: v for k, v in defaults.items() if v is not None}, **given}
+                merged = {**{k: v for k, v in defaults.items() if v is not None and k != "no_access"}, **given}
                 r = parse("recall", merged)
                 q = r.one_query()  # type: ignore[attr-defined]
                 options = {k: v for k, v in arguments(r).items() if k not in ("query", "vector")}
-                options["record_access"] = options["record_access"] and defaults["record_access"]  # --no-access wins
+                # a line may opt in (record_access true), --record-access opts every line in, --no-access wins
+                options["record_access"] = ((options["record_access"] or defaults["record_access"])
+                                            and not defaults["no_access"])
                 results = store.recall(q, **options)
                 out: dict[str, Any] = {"id": req.get("id", lineno), "results": [m.as_dict() for m in results]}
             except (AgentMemoryError, json.JSONDecodeError) as exc:
@@ -117,14 +119,18 @@ def cmd_recall(args: argparse.Namespace) -> int:
     kinds = args.kind or None
     if args.batch:
         return _batch(store, args.batch, {"user_id": args.user, "top_k": args.top_k, "min_sim": args.min_sim,
-                                          "kinds": kinds, "record_access": not args.no_access,
+                                          "kinds": kinds, "record_access": args.record_access,
+                                          "no_access": args.no_access,
                                           "agent_id": args.agent, "session_id": args.session})
     if not args.query:
         raise InvalidQuery("give a QUERY (several for multi-intent recall) or --batch FILE")
     if args.user is None:
         raise InvalidQuery("--user is required: recall is always scoped to one user")
+    # a prompt block goes into an agent's prompt: a use (recorded unless --no-access); a listing is a
+    # look (recorded only with --record-access). docs/recall.md "Access"
+    record = (args.prompt or args.record_access) and not args.no_access
     groups = store.recall_many(args.query, user_id=args.user, top_k=args.top_k, min_sim=args.min_sim,
-                               kinds=kinds, record_access=not args.no_access,
+                               kinds=kinds, record_access=record,
                                agent_id=args.agent, session_id=args.session)
     if args.prompt:
         from recall_shim.recall.prompt import format_prompt
@@ -324,7 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
                         '"min_sim","kinds","record_access","agent_id","session_id"} (- for stdin; the flags fill in '
                         'what a line leaves out; an unknown argument is an error); prints one {"id","results"} '
                         'line per query')
-    s.add_argument("--no-access", action="store_true", help="do not record the recall as an access")
+    s.add_argument("--record-access", action="store_true",
+                   help="record the returned memories as accesses (they reinforce at the next build); a recall "
+                        "is a look and records nothing by default, --prompt is a use and records by default")
+    s.add_argument("--no-access", action="store_true", help="record no access, not even for --prompt (evaluations)")
     s.add_argument("--agent", default=None, help="narrow to memories with a source message from this agent")
     s.add_argument("--session", default=None, help="narrow to memories with a source message from this session")
     s.set_defaults(func=cmd_recall)

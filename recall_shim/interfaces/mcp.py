@@ -6,8 +6,9 @@ Tools: remember, ingest, recall, recall_many, prompt, forget, health, build: the
 recall_shim/interfaces/requests.py, with the same arguments as the HTTP API (each tool's input schema is
 its request model's JSON schema, and arguments are validated by that model: strict types,
 unknown arguments refused). Annotations: recall, recall_many, prompt and health are read-only
-(recall records what it returned as accesses unless record_access is false), forget is
-destructive and idempotent. A call that fails returns an ``isError`` result whose text is the
+(prompt logs the memories of its block as accesses unless record_access is false: a prompt is
+a use; recall and recall_many log nothing unless record_access is true: docs/recall.md
+"Access"), forget is destructive and idempotent. A call that fails returns an ``isError`` result whose text is the
 project's own message (never a traceback or pydantic's text). Nothing but the protocol is
 written to stdout. Over stdio the client is the process that started the server, so there is
 no token; the same limits apply as over HTTP (MemoryService: the build var allow-list, at most

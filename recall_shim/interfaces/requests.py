@@ -62,8 +62,9 @@ class RecallOptions(Request):
     user_id: str = Field(min_length=1, description="recall is always scoped to one user")
     top_k: int | None = Field(None, description="results per query (default: the store's recall_top_k)")
     min_sim: float | None = Field(None, description="minimum raw cosine similarity (default: recall_min_sim)")
-    kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, episode)")
-    record_access: bool = Field(True, description="log returned memories as accesses (they reinforce)")
+    kinds: list[str] | None = Field(None, description="only these kinds (fact, preference, skill, episode, assistant)")
+    record_access: bool = Field(False, description="log returned memories as accesses (they reinforce at the next "
+                                                   "build); recall is a look, not a use, unless this is true")
     agent_id: str | None = Field(None, description="narrow to memories with a source message from this agent")
     session_id: str | None = Field(None, description="narrow to memories with a source message from this session")
 
@@ -86,6 +87,9 @@ class RecallManyRequest(RecallOptions):
 
 class PromptRequest(RecallManyRequest):
     budget_chars: int = Field(1200, ge=1, description="size budget of the prompt block in characters")
+    record_access: bool = Field(True, description="log the memories put into the block as accesses (they "
+                                                  "reinforce at the next build): a prompt is a use; false for "
+                                                  "a look")
 
 
 class ForgetRequest(Request):
@@ -128,8 +132,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("ingest", "/ingest", IngestRequest,
               "Land many session-log rows (objects with user_id, session_id, msg_seq, role, content, ts, "
               "message_id, agent_id) as one file.", read_only=False, http_status=202),
-    # recall logs what it returned as accesses (they reinforce at the next build) unless
-    # record_access is false; it never changes a memory or what a recall returns before a build
+    # what counts as using a memory (docs/recall.md "Access"): prompt (the block goes into the
+    # agent's prompt) logs its memories as accesses, which reinforce at the next build, unless
+    # record_access is false; recall and recall_many are a look and log nothing unless
+    # record_access is true. Neither changes a memory or what a recall returns before a build.
     Operation("recall", "/recall", RecallRequest,
               "Recall one user's memories most relevant to a query text or vector (ranked by fused vector "
               "+ lexical relevance weighted by strength; docs/recall.md).", read_only=True),

@@ -201,7 +201,7 @@ class MemoryService:
         top_k: int | None = None,
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
-        record_access: bool = True,
+        record_access: bool = False,
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> dict[str, Any]:
@@ -256,6 +256,7 @@ class MemoryService:
         queries = _query_list(queries)
         if isinstance(budget_chars, bool) or not isinstance(budget_chars, int) or budget_chars < 1:
             raise InvalidQuery(f"budget_chars must be a positive integer, got {budget_chars!r}")
+        options.setdefault("record_access", True)  # a prompt is a use (docs/recall.md "Access")
         groups, _ = self._recall(user_id, queries, options)
         return {"prompt": format_prompt([m for g in groups for m in g], budget_chars=budget_chars)}
 

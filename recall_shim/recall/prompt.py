@@ -11,6 +11,8 @@ KIND_TITLES = {
     "fact": "Facts",
     "skill": "Skills",
     "episode": "From earlier conversations",
+    # what the assistant itself said (recommendations, promises, decisions): never a fact about the user
+    "assistant": "What you (the assistant) said earlier",
 }
 
 DEFAULT_HEADER = "What you remember about this user (most relevant first):"
@@ -21,8 +23,8 @@ def format_prompt(
     budget_chars: int = 1200,
     header: str = DEFAULT_HEADER,
 ) -> str:
-    """Group memories by kind (preferences, facts, skills, episodes, then others), best score
-    first, one ``- content`` line each; a memory recalled by several intents appears once.
+    """Group memories by kind (preferences, facts, skills, episodes, what the assistant said, then
+    others), best score first, one ``- content`` line each; a memory recalled by several intents appears once.
     Lines are added best-first until ``budget_chars`` would be exceeded (whole lines only).
     Returns "" when nothing fits or nothing was recalled."""
     best: dict[str, RecalledMemory] = {}

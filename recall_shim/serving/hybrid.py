@@ -1,7 +1,9 @@
 """The shipped hybrid fusions from the serving index: the compiled recall statement's answer
 (macros/recall.sql ``recall_sql`` is the spec) without scanning the user's memories.
 
-Per intent, with f = (1 - sw + sw x strength) x question weight (``SnapshotIndex.factor``):
+Per intent, with f = (1 - sw + sw x strength) x question weight x assistant weight
+(``SnapshotIndex.factor``; ``factor_said`` for a question that asks what the assistant said, var
+assistant_question_pattern: then the memories that are not the assistant's carry the weight):
 
     weighted  score = f x (w x (cos - mn) / (mx - mn) + (1 - w) x bm25 / (bm25 + sat))
               (mn, mx: min / max cosine over the user's scoped memories; mx = mn gives 1)
@@ -33,6 +35,7 @@ leg comes from the index:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -56,6 +59,8 @@ class Fusion:
     saturation: float
     rrf_k: float
     episodes_by_default: bool = True
+    # questions that ask what the assistant said (var assistant_question_pattern): '' = none
+    assistant_question_pattern: str = ""
 
 
 class Unserved(Exception):
@@ -87,6 +92,7 @@ class HybridSearcher:
         self.fusion = fusion
         self.lexicon = lexicon
         self.postings = TermPostings(index.folder, index.users)
+        self._asks = re.compile(fusion.assistant_question_pattern) if fusion.assistant_question_pattern else None
 
     # --- public ---------------------------------------------------------------------------
 
@@ -108,13 +114,20 @@ class HybridSearcher:
         except LookupError as exc:
             raise Unserved(str(exc)) from None
         out = []
-        for q, lx in zip(q64, lex):
+        for i, (q, lx) in enumerate(zip(q64, lex)):
             qn = q / np.linalg.norm(q)
+            text = texts[i] if texts is not None and i < len(texts) else None
+            fac = ix.factor_said if self.asks_assistant(text) else ix.factor
             if big:
-                out.append(self._search_ivf(user_id, lo, hi, qn, lx, top_k, min_sim, allowed))
+                out.append(self._search_ivf(user_id, lo, hi, qn, lx, top_k, min_sim, allowed, fac))
             else:
-                out.append(self._exact(lo, hi, qn, lx, top_k, min_sim, allowed, mapped=True))
+                out.append(self._exact(lo, hi, qn, lx, top_k, min_sim, allowed, fac, mapped=True))
         return out
+
+    def asks_assistant(self, text: str | None) -> bool:
+        """Does the question ask what the assistant said (var assistant_question_pattern on the
+        lower-cased text, as the compiled statement's ``addressed``)? Never for a precomputed vector."""
+        return bool(text is not None and self._asks is not None and self._asks.search(text.lower()))
 
     # --- pieces ---------------------------------------------------------------------------
 
@@ -185,7 +198,7 @@ class HybridSearcher:
         return out
 
     def _exact(self, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int, min_sim: float,
-               allowed: np.ndarray, mapped: bool) -> list[Hit]:
+               allowed: np.ndarray, fac: np.ndarray, mapped: bool) -> list[Hit]:
         """The whole block: float32 screening of every scoped memory, float64 re-rank."""
         ix, f = self.index, self.fusion
         approx = self._block_cosines(lo, hi, qn, mapped)
@@ -196,24 +209,24 @@ class HybridSearcher:
         c32 = approx[rows - lo]
         exact = lambda r: ix._cosines(r, qn, mapped)  # noqa: E731
         if f.method == "rrf":
-            return self._rrf(lo, hi, rows, exact(rows), lex, in_scope, top_k, min_sim)
+            return self._rrf(lo, hi, rows, exact(rows), lex, in_scope, top_k, min_sim, fac)
         mx = float(np.max(exact(rows[c32 >= c32.max() - TIE_MARGIN])))
         mn = float(np.min(exact(rows[c32 <= c32.min() + TIE_MARGIN])))
         ls = lex.of(rows)
-        score = self._relevance(c32, ls, mn, mx) * ix.factor[rows]
+        score = self._relevance(c32, ls, mn, mx) * fac[rows]
         elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(score))
         if len(elig) > top_k:
             span = mx - mn
             err = f.vector_weight * 2 * TIE_MARGIN / span if f.method == "weighted" and span > 0 else 0.0
-            margin = float(np.nanmax(ix.factor[rows])) * err + 1e-9
+            margin = float(np.nanmax(fac[rows])) * err + 1e-9
             kth = np.partition(score[elig], len(elig) - top_k)[len(elig) - top_k]
             elig = elig[score[elig] >= kth - margin]
         keep = rows[elig]
         cos = exact(keep)
-        return self._hits(keep, cos, self._relevance(cos, ls[elig], mn, mx) * ix.factor[keep], ls[elig], top_k, min_sim)
+        return self._hits(keep, cos, self._relevance(cos, ls[elig], mn, mx) * fac[keep], ls[elig], top_k, min_sim)
 
     def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
-             top_k: int, min_sim: float) -> list[Hit]:
+             top_k: int, min_sim: float, fac: np.ndarray) -> list[Hit]:
         """rrf over an exactly scanned block: vector ranks over every scoped memory with a vector,
         lexical ranks over every scoped lexical match (with or without a vector)."""
         ix, f = self.index, self.fusion
@@ -231,20 +244,20 @@ class HybridSearcher:
             hit = lrows[i] == rows
             lex_part[hit] = (1 - f.vector_weight) / (f.rrf_k + lrank[i[hit]])
         rel = f.vector_weight / (f.rrf_k + vrank) + lex_part
-        return self._hits(rows, cos, rel * ix.factor[rows], lex.of(rows), top_k, min_sim)
+        return self._hits(rows, cos, rel * fac[rows], lex.of(rows), top_k, min_sim)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
-                    min_sim: float, allowed: np.ndarray) -> list[Hit]:
+                    min_sim: float, allowed: np.ndarray, fac: np.ndarray) -> list[Hit]:
         ix, f = self.index, self.fusion
         faiss = load_faiss()
         faiss.omp_set_num_threads(1)
         ivf = ix._ivf_of(user_id)
         s = ix.settings
-        f_max = ix._strength_range[user_id][0]
+        f_max = ix._strength_range[user_id][0] if fac is ix.factor else float(np.nanmax(fac[lo:hi]))
         block_ids = ix.id64[lo:hi]
         limit = s.max_share * (hi - lo)
         q32 = qn.astype(np.float32).reshape(1, -1)
-        in_scope = lambda r: allowed[ix.kind[r]] & (ix.norm[r] > 0) & np.isfinite(ix.factor[r])  # noqa: E731
+        in_scope = lambda r: allowed[ix.kind[r]] & (ix.norm[r] > 0) & np.isfinite(fac[r])  # noqa: E731
         tail_all = ix.tail_of(user_id)
         # the tail (rows the IVF does not hold as is) is scanned exactly: float32 cosines of all of
         # it, its best rows by cosine join A (as many as A's IVF candidates), the rest is bounded by
@@ -302,7 +315,7 @@ class HybridSearcher:
         k_mn = max(16, 2 * top_k)
         while True:
             if k_cand > limit or nprobe > ivf.nlist * s.max_share and nprobe < ivf.nlist:
-                return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
+                return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, fac, mapped=False)
             if f.method == "weighted":
                 i_rows, i_cos, a_all, c_a = ivf_search(q32, k_cand, nprobe)
                 t_rows, t_cos, t_cut = tail_part(k_cand)
@@ -330,7 +343,7 @@ class HybridSearcher:
                     elif n_all and len(t_sel):
                         found_mn = t_mn  # the IVF holds no scoped memory: the tail does
                     elif n_all or k_mn > limit:
-                        return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, mapped=False)
+                        return self._exact(lo, hi, qn, lex, top_k, min_sim, allowed, fac, mapped=False)
                     else:
                         k_mn *= 2
                 mn = found_mn if np.isnan(mn) else min(mn, found_mn)
@@ -342,7 +355,7 @@ class HybridSearcher:
             if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
                 mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
             ls = lex.of(rows)
-            hits = self._hits(rows, cos, self._relevance(cos, ls, mn, mx) * ix.factor[rows], ls, top_k, min_sim)
+            hits = self._hits(rows, cos, self._relevance(cos, ls, mn, mx) * fac[rows], ls, top_k, min_sim)
             kth = hits[-1].score if len(hits) == top_k else -np.inf
             if f.method == "lexical":
                 bound = f_max * b_next
@@ -374,7 +387,8 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
     try:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), float(row["fusion_vector_weight"]), float(row["lexical_saturation"]),
-                        float(row["fusion_rrf_k"]), bool(row["recall_episodes_by_default"]))
+                        float(row["fusion_rrf_k"]), bool(row["recall_episodes_by_default"]),
+                        str(row.get("assistant_question_pattern") or ""))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
         return fusion, lexicon

@@ -215,7 +215,8 @@ def _load_meta(folder: Path | None) -> dict[str, Any] | None:
 class SnapshotIndex:
     """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
 
-    def __init__(self, folder: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> None:
+    def __init__(self, folder: Path, strength_weight: float = 1.0, question_weight: float = 1.0,
+                 assistant_weight: float = 1.0) -> None:
         meta = _load_meta(folder)
         if meta is None or meta.get("format") != FORMAT:
             raise FileNotFoundError(f"no usable index in {folder}")
@@ -231,8 +232,13 @@ class SnapshotIndex:
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
         question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
-        # the score multiplier of the compiled statement's vector fusion (macros/recall.sql)
-        self.factor = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
+        # the score multiplier of the compiled statement (macros/recall.sql): strength, x question_weight
+        # for question episodes, x assistant_weight for 'assistant' memories (factor) or, for a question
+        # that asks what the assistant said (hybrid fusions only), for every other memory (factor_said)
+        said = self.kind == self.kinds.index("assistant") if "assistant" in self.kinds else np.zeros(len(self.strength), bool)
+        base = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
+        self.factor = base * np.where(said, assistant_weight, 1.0)
+        self.factor_said = base * np.where(said, 1.0, assistant_weight)
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
         # (page cache, not this process's RSS); small users' blocks through the memory map.
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))
@@ -299,12 +305,13 @@ class SnapshotIndex:
         return tail[idx], self.tail_exact(user_id, idx, qn)
 
     @classmethod
-    def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0) -> "SnapshotIndex | None":
+    def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0,
+             assistant_weight: float = 1.0) -> "SnapshotIndex | None":
         folder = index_dir(snapshot)
         if not (folder / "meta.json").exists():
             return None
         try:
-            return cls(folder, strength_weight, question_weight)
+            return cls(folder, strength_weight, question_weight, assistant_weight)
         except (FileNotFoundError, ValueError, KeyError, OSError):
             return None
 

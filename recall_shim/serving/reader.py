@@ -73,6 +73,7 @@ class RecallSettings:
     default_min_sim: float
     max_top_k: int
     max_query_chars: int
+    assistant_memory_weight: float = 1.0  # snapshots of earlier builds have no assistant memories
 
 
 def ready_snapshots(paths: StorePaths) -> list[Path]:
@@ -210,7 +211,8 @@ class SnapshotReader:
         self._recall_row = {r["query_name"]: r for r in table}
         self._con, self._path = con, newest
         recall = rows["recall"]
-        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
+        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:],
+                                        float(self._recall_row["recall"].get("assistant_memory_weight") or 1.0))
         self._index = self._open_index(newest)
 
     def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
@@ -224,7 +226,7 @@ class SnapshotReader:
         if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
             self._index_tried = False  # the term postings come after the index: look again next time
             return None
-        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight)
+        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight, s.assistant_memory_weight)
         if index is not None and index.dim != self._settings.embedding_dim:
             return None
         if index is not None and hybrid is not None:

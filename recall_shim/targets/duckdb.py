@@ -215,7 +215,7 @@ class MemoryStore(Store):
         top_k: int | None = None,
         min_sim: float | None = None,
         kinds: Sequence[str] | None = None,
-        record_access: bool = True,
+        record_access: bool = False,
         agent_id: str | None = None,
         session_id: str | None = None,
         vectors: Sequence[Any] | None = None,
@@ -225,8 +225,9 @@ class MemoryStore(Store):
         ``min_sim`` applies to raw cosine similarity; ranking is by the fused vector and
         lexical relevance weighted by strength (var fusion_method, docs/recall.md).
         ``agent_id`` / ``session_id`` narrow the user scope to memories with a source message
-        from that agent / session. An unknown user gets empty lists. Returned memories are logged
-        as accesses (they reinforce at the next build) unless ``record_access`` is false.
+        from that agent / session. An unknown user gets empty lists. A recall is a look: returned
+        memories are logged as accesses (they reinforce at the next build) only when
+        ``record_access`` is true (``prompt`` sets it by default: docs/recall.md "Access").
         ``vectors`` (aligned with ``queries``) are embeddings of the query texts computed by
         the caller with the store's model (the server embeds outside its recall lane)."""
         self._complete_pending_forget()

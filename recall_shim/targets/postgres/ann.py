@@ -6,7 +6,7 @@ than ``recall_index_min_rows``; everything else runs the compiled statement.
 
 Per intent: the nearest ``c`` memories of the user by the HNSW index on ``long_term_memory``
 (``hnsw.ef_search = c``, the kind filter applied after the index scan), scored exactly as the
-statement does (cosine x (1 - w + w x strength) x question weight, raw-cosine threshold, ties by
+statement does (cosine x (1 - w + w x strength) x question or assistant weight, raw-cosine threshold, ties by
 memory_id). The answer is accepted when the k-th score beats what any memory outside the
 candidates could reach (the farthest candidate's cosine times the largest possible factor), or
 when that cosine is already below the threshold; otherwise ``c`` grows 4x, up to pgvector's
@@ -55,7 +55,7 @@ class PgAnn:
 
     def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
                kinds: Sequence[str] | None, episodes_by_default: bool, dim: int, strength_weight: float,
-               question_weight: float) -> list[tuple[Any, ...]] | None:
+               question_weight: float, assistant_weight: float = 1.0) -> list[tuple[Any, ...]] | None:
         """Rows shaped like the compiled statement's, or None when the caller must run it."""
         _, first = self._index_settings(con)
         kind_sql, kind_args = "", []
@@ -69,7 +69,8 @@ class PgAnn:
                f' from {sql_ident(self.schema)}.long_term_memory'
                f" where user_id = %s and valid_to is null{kind_sql}"
                f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
-        top_factor = max(1.0, question_weight)  # strength <= 1, so (1 - w + w x strength) <= 1
+        # strength <= 1, so (1 - w + w x strength) <= 1
+        top_factor = max(1.0, question_weight, assistant_weight, question_weight * assistant_weight)
         out: list[tuple[Any, ...]] = []
         for intent, vec in enumerate(vectors, start=1):
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
@@ -82,7 +83,8 @@ class PgAnn:
                 for mid, kind, content, strength, sources, is_q, sim in rows:
                     if sim is None or not math.isfinite(sim) or sim < min_sim:
                         continue
-                    score = sim * (1 - strength_weight + strength_weight * strength) * (question_weight if is_q else 1.0)
+                    weight = (question_weight if is_q else 1.0) * (assistant_weight if kind == "assistant" else 1.0)
+                    score = sim * (1 - strength_weight + strength_weight * strength) * weight
                     scored.append((-score, mid, kind, content, sim, strength, score, sources))
                 scored.sort(key=lambda r: (r[0], r[1]))
                 best = scored[:top_k]

@@ -16,7 +16,7 @@ __all__ = ["CompiledSettings", "SETTING_COLUMNS"]
 
 SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
                     "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars", "recall_episodes_by_default")
+                    "max_query_chars", "recall_episodes_by_default", "assistant_memory_weight")
 
 
 class CompiledSettings:
@@ -46,6 +46,7 @@ class CompiledSettings:
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
                 fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
                 question_episode_weight=float(values["question_episode_weight"]),
+                assistant_memory_weight=float(values["assistant_memory_weight"]),
                 embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
                 embedding_query_form=values["embedding_query_form"], default_top_k=int(values["default_top_k"]),
                 default_min_sim=float(values["default_min_sim"]), max_top_k=int(values["max_top_k"]),

@@ -272,7 +272,7 @@ class PgMemoryStore(Store):
     @privileged("recall")
     def recall_many(self, queries: Sequence[Query], *, user_id: str, top_k: int | None = None,
                     min_sim: float | None = None, kinds: Sequence[str] | None = None,
-                    record_access: bool = True, agent_id: str | None = None,
+                    record_access: bool = False, agent_id: str | None = None,
                     session_id: str | None = None, vectors: Sequence[Any] | None = None) -> list[list[RecalledMemory]]:
         """Recall for several intents of one user in one statement (same semantics as MemoryStore)."""
         s = self._reader.settings
@@ -315,7 +315,8 @@ class PgMemoryStore(Store):
                 return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
                                         kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
                                         dim=s.embedding_dim, strength_weight=s.strength_weight,
-                                        question_weight=s.question_episode_weight)
+                                        question_weight=s.question_episode_weight,
+                                        assistant_weight=s.assistant_memory_weight)
         return self._read(run)
 
     @privileged("recall")
