@@ -28,7 +28,8 @@ from recall_shim.errors import (
 )
 from recall_shim.forget.duckdb import ForgetReport
 from recall_shim.write.ids import normalise_id
-from recall_shim.targets.postgres.server import LocalPostgres, PgConnection
+from recall_shim.targets.postgres.local_server import LocalPostgres
+from recall_shim.targets.postgres.server import PgConnection
 from recall_shim.targets.postgres.store import PgMemoryStore
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory

@@ -206,7 +206,13 @@ def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
     conn, s, q = pg_store.conn, pg_store.conn.schema, "where does the user live?"
     paris = pg_rows(conn, f"select memory_id from {s}.long_term_memory where user_id = 'w3'"
                           " and content = 'User lives in Paris'")[0][0]
+    filenode = f"select pg_relation_filenode('{s}.session_log_landing')"
+    before = pg_rows(conn, filenode)[0][0]
     rep = pg_store.forget(memory_id=paris, actor="test")
+    # plain VACUUM, not VACUUM FULL: the table was vacuumed in place, never rewritten under an exclusive lock
+    assert pg_rows(conn, filenode)[0][0] == before
+    assert pg_rows(conn, "select last_vacuum is not null from pg_stat_user_tables where schemaname = %s"
+                         " and relname = 'session_log_landing'", [s])[0][0] is True
     assert rep.scope == "memory" and rep.user_id == "w3" and rep.found and rep.messages == 1
     nothing = pg_store.forget(memory_id="mem2_no_such_memory", actor="test")  # counts what was stored: none
     assert (nothing.found, nothing.memories, nothing.messages) == (False, 0, 0)

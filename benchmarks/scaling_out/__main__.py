@@ -106,7 +106,7 @@ def main() -> None:
             results["duckdb"]["memories"] = float(_count_duck(store))
             store.close()
         if args.target in ("postgres", "both"):
-            from recall_shim.targets.postgres.server import LocalPostgres
+            from recall_shim.targets.postgres.local_server import LocalPostgres
             from recall_shim.targets.postgres.store import PgMemoryStore
 
             server = LocalPostgres(Path(tmp) / "pg")

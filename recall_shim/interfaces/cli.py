@@ -10,7 +10,7 @@ import sys
 from typing import Any, Sequence
 
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
-from recall_shim.interfaces.cli_postgres import add_postgres_commands
+from recall_shim.interfaces.cli_postgres import DB_HELP, add_postgres_commands
 from recall_shim.interfaces.requests import arguments, parse
 from recall_shim.targets.duckdb import DEFAULT_DB_ENV, project_dir
 from recall_shim.common.paths import package_version
@@ -262,7 +262,7 @@ def _global_flags(top: bool) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None if top else argparse.SUPPRESS, metavar="PATH",
                         help=f"the store's DuckDB file (env {DEFAULT_DB_ENV}; default: agent_memory.duckdb in the "
-                             "checkout's data/ when run from one, else in the per-user data folder); "
+                             f"checkout's data/ when run from one, else in the per-user data folder){DB_HELP}; "
                              "before or after COMMAND")
     common.add_argument("--target", default=argparse.SUPPRESS, choices=["duckdb", "postgres"],
                         help=f"duckdb (default) or postgres: PostgreSQL + pgvector named by the AGENT_MEMORY_PG_* "
@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--agent", default=None, help="the agent that logged the message")
     s.set_defaults(func=cmd_remember)
 
-    s = sub.add_parser("build", parents=[common], help="run dbt build and publish a serving snapshot",
+    s = sub.add_parser("build", parents=[common], help="run dbt build and publish a serving snapshot (postgres: build the tables)",
                        description="Run `dbt build` (load landed rows, extract, embed, decay, test) for this "
                                    "store and publish a read-only serving snapshot.")
     s.add_argument("--full-refresh", action="store_true", help="rebuild incremental models from the landed files")

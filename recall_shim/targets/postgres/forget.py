@@ -1,7 +1,8 @@
 """Forget on the PostgreSQL target: the same semantics as recall_shim/forget/duckdb.py (DuckDB), in
 one PostgreSQL transaction (docs/data_protection.md, docs/scaling_out.md).
 
-Under the build advisory lock (a running build finishes first; builds wait for the forget):
+Under the schema's build lock (build_lock.py: a running build finishes first; builds wait for
+the forget):
 
 1. find the ids to remove (the user's, or the memory's, memory_ids, source message_ids and
    landing_ids), discovered generically from every table of the schema by its columns;
@@ -9,9 +10,15 @@ Under the build advisory lock (a running build finishes first; builds wait for t
    from every table that has a ``user_id``, ``memory_id``, ``message_id`` or ``landing_id``
    column -- the landing tables included -- plus the cached embeddings no remaining memory uses;
    INSERT the audit record (ids and counts, no content) into ``forget_audit``; COMMIT;
-3. ``VACUUM FULL`` every table rows were deleted from, so that no dead tuple keeps old bytes in
-   the table files (the DuckDB target rewrites its file for the same reason), and delete the
-   store's dbt target/ and logs/.
+3. plain ``VACUUM`` every table rows were deleted from (and its TOAST table and indexes): the
+   dead tuples become free space that later writes overwrite. Plain VACUUM takes no lock that
+   blocks reads or writes (SHARE UPDATE EXCLUSIVE; its tail truncation takes ACCESS EXCLUSIVE
+   only when nobody waits, and backs off), unlike ``VACUUM FULL``. Then delete the store's dbt
+   target/ and logs/.
+
+No forgotten content is readable through SQL after the COMMIT. The old bytes stay on disk in
+free space until overwritten, and in WAL, backups and replicas until their retention ends: see
+docs/data_protection.md for what remains where and how an operator bounds it.
 
 Recalls see the store before or after the forget, never half of it (MVCC). Values are always
 bound parameters; only identifiers read from the catalog are quoted into SQL text.
@@ -29,13 +36,14 @@ from recall_shim.errors import InvalidInput
 from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
-from recall_shim.targets.postgres.server import BUILD_LOCK_KEY, FORGET_COLUMNS, LANDING_TABLES, PgConnection, insert_rows
+from recall_shim.targets.postgres.build_lock import LOCK_TABLE, BuildLock
+from recall_shim.targets.postgres.server import FORGET_COLUMNS, LANDING_TABLES, PgConnection, insert_rows
 from recall_shim.common.sql import sql_ident
 
 __all__ = ["forget_pg"]
 
 # Rebuilt from the tombstones / kept as the record of what was done; never purged.
-_KEEP_TABLES = frozenset({"stg_forget_requests", LANDING_TABLES["forget"], "forget_audit", "ingested_files"})
+_KEEP_TABLES = frozenset({"stg_forget_requests", LANDING_TABLES["forget"], "forget_audit", "ingested_files", LOCK_TABLE})
 
 
 def _tables(cur: Any, schema: str) -> list[tuple[str, set[str], dict[str, str]]]:
@@ -164,36 +172,33 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
         memory_id = check_forget_id(memory_id, "memory_id")
     who = check_forget_id(actor, "actor") if actor is not None else default_actor()
     s = conn.schema
-    with conn.connect(autocommit=True) as lock:
-        lock.execute("select pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
-        try:
-            with conn.connect() as con:
-                with con.cursor() as cur:
-                    tables = _tables(cur, s)
-                    targets, found = _find_targets(cur, s, tables, user_id, memory_id)
-                    forgotten_at = utc_now_iso()
-                    insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [
-                        tuple(f"pg:{forgotten_at}" if c == "_landing_file" else rec.get(c) for c in FORGET_COLUMNS)
-                        for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
-                                              targets.message_ids, forgotten_at)])
-                    removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
-                    found = found or any(k.endswith("_landing") for k in removed)
-                    report = ForgetReport(
-                        audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id,
-                        memory_id=memory_id, actor=who, forgotten_at=forgotten_at, found=found,
-                        memories=len(targets.memory_ids) if found else 0, messages=len(targets.message_ids),
-                        removed=removed)
-                    completed = utc_now_iso()
-                    cur.execute(f"insert into {sql_ident(s)}.forget_audit values (%s, %s, %s)",
-                                [report.audit_id, completed, json.dumps(
-                                    {"action": "forget", "completed_at": completed, **report.as_dict()},
-                                    ensure_ascii=True, sort_keys=True)])
-                con.commit()
-            # rewrite the tables rows left, so that no dead tuple keeps the old bytes
+    with BuildLock(conn, "forget"):
+        with conn.connect() as con:
+            with con.cursor() as cur:
+                tables = _tables(cur, s)
+                targets, found = _find_targets(cur, s, tables, user_id, memory_id)
+                forgotten_at = utc_now_iso()
+                insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [
+                    tuple(f"pg:{forgotten_at}" if c == "_landing_file" else rec.get(c) for c in FORGET_COLUMNS)
+                    for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
+                                          targets.message_ids, forgotten_at)])
+                removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
+                found = found or any(k.endswith("_landing") for k in removed)
+                report = ForgetReport(
+                    audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id,
+                    memory_id=memory_id, actor=who, forgotten_at=forgotten_at, found=found,
+                    memories=len(targets.memory_ids) if found else 0, messages=len(targets.message_ids),
+                    removed=removed)
+                completed = utc_now_iso()
+                cur.execute(f"insert into {sql_ident(s)}.forget_audit values (%s, %s, %s)",
+                            [report.audit_id, completed, json.dumps(
+                                {"action": "forget", "completed_at": completed, **report.as_dict()},
+                                ensure_ascii=True, sort_keys=True)])
+            con.commit()
+        # plain VACUUM (no exclusive lock): the dead tuples become free space (module docstring)
+        with conn.connect(autocommit=True) as vac:
             for key in removed:
-                lock.execute(f"vacuum full {sql_ident(s)}.{sql_ident(key.split(':', 1)[1])}")
-        finally:
-            lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
+                vac.execute(f"vacuum {sql_ident(s)}.{sql_ident(key.split(':', 1)[1])}")
     if work_dir.exists():
         shutil.rmtree(work_dir, ignore_errors=True)
         report.removed["dbt_target_and_logs"] = 1

@@ -9,15 +9,12 @@ and while a build runs. ``dbt build --target postgres`` loads them incrementally
 ``landing_rows`` macro). The tables are created by the shim's migrations (migrations.py), never
 when a store is opened. See docs/scaling_out.md.
 
-:class:`LocalPostgres` starts a throwaway server from the ``pgserver`` wheel (PostgreSQL 16 with
-pgvector). As root, pgserver runs the server as a system user ``pgserver`` (created with
-``useradd`` on first use) and opens the parent folders of its data folder for that user to
-traverse; it listens on a Unix socket in the data folder only, never on TCP.
+:class:`LocalPostgres`, the throwaway server from the ``pgserver`` wheel for tests, benchmarks
+and ``agent-memory pg-local``, lives in local_server.py.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import uuid
@@ -30,10 +27,9 @@ from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.sql import sql_ident
 from recall_shim.common.paths import project_dir
 
-__all__ = ["PgConnection", "LocalPostgres", "SSL_MODES", "check_pg_name", "one_line", "land_messages", "land_access", "insert_rows",
-           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS", "BUILD_LOCK_KEY"]
+__all__ = ["PgConnection", "SSL_MODES", "check_pg_name", "one_line", "land_messages", "land_access", "insert_rows",
+           "message_values", "LANDING_TABLES", "MESSAGE_COLUMNS", "FORGET_COLUMNS"]
 
-BUILD_LOCK_KEY = 7_301_734  # pg_advisory_lock key of this project's builds (and forgets)
 _PG_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 #: where the landing source is declared; its tables' identifiers are the PostgreSQL landing tables
@@ -164,67 +160,6 @@ def check_pg_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not _PG_NAME.fullmatch(name):
         raise InvalidInput(f"PostgreSQL {what} must match {_PG_NAME.pattern} (got {str(name)[:70]!r})")
     return name
-
-
-class LocalPostgres:
-    """A PostgreSQL server with pgvector from the ``pgserver`` wheel, in ``pgdata``.
-
-    ``start()`` creates database ``dbname`` (TimeZone UTC) with the ``vector`` extension and
-    returns its :class:`PgConnection`; ``stop()`` stops the server and deletes ``pgdata``.
-    """
-
-    def __init__(self, pgdata: Path, dbname: str = "agent_memory", schema: str = "agent_memory") -> None:
-        check_pg_name(schema, "schema")
-        check_pg_name(dbname, "dbname")
-        self.pgdata = Path(pgdata)
-        self.dbname = dbname
-        self.schema = schema
-        self._server: Any = None
-
-    def start(self) -> PgConnection:
-        try:
-            import pgserver
-        except ImportError as exc:
-            raise BackendUnavailable("pgserver is not installed: pip install 'agent-memory[postgres-local]'") from exc
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
-        self.pgdata.mkdir(parents=True, exist_ok=True)
-        try:
-            self._server = pgserver.get_server(self.pgdata, cleanup_mode="delete")
-        except Exception as exc:  # pgserver raises bare subprocess/assertion errors
-            log = self.pgdata / "log"
-            detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise BackendUnavailable(f"pgserver could not start PostgreSQL in {self.pgdata}: {exc}\n{detail}") from exc
-        info = self._server.get_postmaster_info()
-        admin = PgConnection(host=str(info.socket_dir), port=int(info.port or 5432), dbname="postgres",
-                             schema=self.schema)
-        with admin.connect(autocommit=True) as con:
-            exists = con.execute("select 1 from pg_database where datname = %s", [self.dbname]).fetchone()
-            if not exists:
-                # a UTF-8 LC_CTYPE makes lower() and regex classes Unicode-aware (the tokenize macro)
-                try:
-                    con.execute(f"create database {sql_ident(self.dbname)} template template0 encoding 'UTF8'"
-                                " lc_collate 'C.UTF-8' lc_ctype 'C.UTF-8'")
-                except Exception:  # no C.UTF-8 locale on this system
-                    con.execute(f'create database {sql_ident(self.dbname)}')
-            con.execute(f"alter database {sql_ident(self.dbname)} set timezone = 'UTC'")
-        conn = PgConnection(host=admin.host, port=admin.port, dbname=self.dbname, schema=self.schema)
-        with conn.connect(autocommit=True) as con:
-            con.execute("create extension if not exists vector")
-        from recall_shim.targets.postgres.migrations import migrate  # it imports this module
-
-        migrate(conn)
-        return conn
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.cleanup()
-            self._server = None
-
-    def __enter__(self) -> PgConnection:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def land_messages(conn: PgConnection, records: Iterable[Mapping[str, Any]]) -> int:

