@@ -110,7 +110,7 @@ def test_recall_on_a_full_disk_answers_and_drops_the_access_event(template: Path
         db = copy_store(template, disk)
         events = sorted(p.name for p in (disk / "t.inbox" / "access").iterdir())
         fill(disk)
-        found, err = recalled(db, "keep")
+        found, err = recalled(db, "keep", "--record-access")
         assert "User lives in Zqkeepcity" in found
         assert "access event was not recorded" in err and "No space left" in err
         assert sorted(p.name for p in (disk / "t.inbox" / "access").iterdir()) == events  # no partial file
@@ -148,7 +148,7 @@ def test_read_only_store_serves_reads(template: Path, tmp_path: Path) -> None:
         assert probe.returncode != 0 and "Read-only" in probe.stderr, probe.stderr  # really read-only
         found, _ = recalled(ro_db, "keep", "--no-access")
         assert "User lives in Zqkeepcity" in found
-        found, err = recalled(ro_db, "keep")  # with access recording: answered, warned
+        found, err = recalled(ro_db, "keep", "--record-access")  # with access recording: answered, warned
         assert "User lives in Zqkeepcity" in found and "access event was not recorded" in err
 
 
@@ -232,7 +232,7 @@ def test_forget_of_nothing_reports_nothing_removed(template: Path, tmp_path: Pat
         assert (rep["found"], rep["memories"], rep["messages"]) == (False, 0, 0)
         assert sum(rep["removed"].values()) == 0, rep["removed"]
         text = cli("forget", *what, "--db", str(db))
-        assert "nothing stored was found" in text.stdout and "removed" not in text.stdout, text.stdout
+        assert "nothing stored was found" in text.stdout and "removed 0 memories and 0 messages" in text.stdout, text.stdout
 
 
 def test_stale_temporary_files_are_pruned(template: Path, tmp_path: Path) -> None:
