@@ -120,7 +120,7 @@ def test_reader_recalls_and_records_access_but_cannot_write(pg: dict[str, Any]) 
     owner = pg["conns"]["owner"]
     reader = PgMemoryStore(pg["conns"]["reader"], work_dir=pg["work"])
     before = rows(owner, f"select count(*) from {SCHEMA}.recall_access_landing")[0][0]
-    results = reader.recall("where does the user live?", user_id="alice", min_sim=0.0)
+    results = reader.recall("where does the user live?", user_id="alice", min_sim=0.0, record_access=True)
     assert "User lives in Lyon" in [m.content for m in results]
     assert rows(owner, f"select count(*) from {SCHEMA}.recall_access_landing")[0][0] == before + len(results)
     with pytest.raises(PermissionDenied) as denied:
@@ -142,7 +142,7 @@ def test_reader_without_access_grant_still_recalls_and_warns(pg: dict[str, Any])
     try:
         reader = PgMemoryStore(pg["conns"]["reader"], work_dir=pg["work"])
         with pytest.warns(AccessNotRecorded, match="may not record"):
-            results = reader.recall("where does the user live?", user_id="alice", min_sim=0.0)
+            results = reader.recall("where does the user live?", user_id="alice", min_sim=0.0, record_access=True)
         assert "User lives in Lyon" in [m.content for m in results]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
