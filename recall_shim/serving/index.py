@@ -62,7 +62,6 @@ from recall_shim.serving.snapshot import connect_snapshot
 
 FORMAT = 2  # 2: append-only heavy files (vrow), IVF tails
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
-FORMULA_COLUMNS = ("relevance_numpy", "factor_numpy", "score_numpy")  # recall_queries -> meta.json
 SCAN_CHUNK = 65_536  # rows per exact-scan step
 
 
@@ -108,6 +107,17 @@ def row_dots(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", np.asarray(x, dtype=np.float64), q)
 
 
+def snapshot_formula(snapshot: Path) -> RecallFormula:
+    """The recall score published in ``snapshot``'s recall_queries (macros/recall.sql rendered for
+    numpy), checked and compiled (recall_shim/serving/formula.py)."""
+    con = connect_snapshot(snapshot)
+    try:
+        rows = con.sql("select * from recall_queries where query_name = 'recall'").to_arrow_table().to_pylist()
+    finally:
+        con.close()
+    return RecallFormula.of_row(rows[0] if rows else {})
+
+
 def index_dir(snapshot: Path) -> Path:
     return snapshot.with_suffix(".index")
 
@@ -131,9 +141,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     con = connect_snapshot(snapshot)
     try:
         settings = IndexSettings.from_snapshot(con)
-        recall = con.sql("select * from recall_queries where query_name = 'recall'").to_arrow_table().to_pylist()[0]
-        dim = int(recall["embedding_dim"])
-        formula = {c: recall.get(c) for c in FORMULA_COLUMNS}  # the score the index ranks by
+        dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])
         if not con.execute(f"select count(*) {CURRENT}").fetchall()[0][0]:
             shutil.rmtree(tmp)
             return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
@@ -188,7 +196,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     finally:
         heavy.close()
     meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"],
-            "settings": asdict(settings), "formula": formula, "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
+            "settings": asdict(settings), "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     _fsync_tree(tmp)
     shutil.rmtree(final, ignore_errors=True)
@@ -220,12 +228,13 @@ def _load_meta(folder: Path | None) -> dict[str, Any] | None:
 class SnapshotIndex:
     """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, formula: RecallFormula | None = None) -> None:
         meta = _load_meta(folder)
         if meta is None or meta.get("format") != FORMAT:
             raise FileNotFoundError(f"no usable index in {folder}")
-        # the build's score (FormulaError, a ValueError, for an index written before it was published)
-        self.formula = RecallFormula.of_row(meta.get("formula") or {})
+        # the score to rank by: the snapshot's (the reader passes the one it compiled; FormulaError,
+        # a ValueError, for a snapshot published before recall_queries carried it)
+        self.formula = formula if formula is not None else snapshot_formula(folder.with_suffix(".duckdb"))
         self.folder = folder
         self.meta = meta
         self.dim: int = meta["dim"]
@@ -323,12 +332,12 @@ class SnapshotIndex:
         return near_top(f.score(f.relevance(cos=c32 - TIE_MARGIN), factor), hi, top_k)
 
     @classmethod
-    def open(cls, snapshot: Path) -> "SnapshotIndex | None":
+    def open(cls, snapshot: Path, formula: RecallFormula | None = None) -> "SnapshotIndex | None":
         folder = index_dir(snapshot)
         if not (folder / "meta.json").exists():
             return None
         try:
-            return cls(folder)
+            return cls(folder, formula)
         except (FileNotFoundError, ValueError, KeyError, OSError):
             return None
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
 from recall_shim.forget.journal import pending_forget, prune_temp_files
+from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
 from recall_shim.serving.terms import build_term_postings
@@ -222,7 +223,11 @@ class SnapshotReader:
         if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
             self._index_tried = False  # the term postings come after the index: look again next time
             return None
-        index = SnapshotIndex.open(snapshot)
+        try:  # the snapshot's recall score, compiled once for this snapshot (serving/formula.py)
+            formula = RecallFormula.of_row(self._recall_row.get("recall", {}))
+        except FormulaError:
+            return None  # published before recall_queries carried it, or refused: run as compiled
+        index = SnapshotIndex.open(snapshot, formula)
         if index is not None and index.dim != self._settings.embedding_dim:
             return None
         if index is not None and hybrid is not None:

@@ -97,13 +97,13 @@ class PgAnn:
                 con.execute(f"set local hnsw.ef_search = {int(ef)}")
                 rows = con.execute(sql, [q, user_id, *kind_args, q, ef]).fetchall()
                 kept = [r for r in rows if r[6] is not None and math.isfinite(r[6]) and r[6] >= min_sim]
-                score = formula.score(
+                scores = formula.score(
                     formula.relevance(cos=np.array([r[6] for r in kept], dtype=np.float64)),
                     self._factor(formula, np.array([r[3] for r in kept], dtype=np.float64),
                                  np.array([bool(r[5]) for r in kept], dtype=bool),
                                  np.array([r[1] == "assistant" for r in kept], dtype=bool)))
                 scored = [(-float(sc), mid, kind, content, sim, strength, float(sc), sources)
-                          for sc, (mid, kind, content, strength, sources, _, sim) in zip(score, kept)]
+                          for sc, (mid, kind, content, strength, sources, _, sim) in zip(scores, kept)]
                 scored.sort(key=lambda r: (r[0], r[1]))
                 best = scored[:top_k]
                 farthest = min((r[6] for r in rows if r[6] is not None), default=None)
