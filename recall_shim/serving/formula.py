@@ -25,9 +25,12 @@ and monotone in the factor (so its maximum over a factor range is at one of the 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+
+from recall_shim.serving.snapshot import connect_snapshot
 
 __all__ = ["FormulaError", "RecallFormula", "near_top", "check_expression", "RELEVANCE_INPUTS", "FACTOR_INPUTS",
            "SCORE_INPUTS"]
@@ -129,6 +132,16 @@ class RecallFormula:
         if any(not isinstance(t, str) for t in texts):
             raise FormulaError("recall_queries lacks the numpy rendering of the recall score: rebuild the store")
         return cls(*texts)
+
+    @classmethod
+    def of_snapshot(cls, snapshot: Path) -> "RecallFormula":
+        """The score published in the snapshot file's recall_queries."""
+        con = connect_snapshot(snapshot)
+        try:
+            rows = con.sql("select * from recall_queries where query_name = 'recall'").to_arrow_table().to_pylist()
+        finally:
+            con.close()
+        return cls.of_row(rows[0] if rows else {})
 
     @property
     def uses(self) -> frozenset[str]:

@@ -107,17 +107,6 @@ def row_dots(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", np.asarray(x, dtype=np.float64), q)
 
 
-def snapshot_formula(snapshot: Path) -> RecallFormula:
-    """The recall score published in ``snapshot``'s recall_queries (macros/recall.sql rendered for
-    numpy), checked and compiled (recall_shim/serving/formula.py)."""
-    con = connect_snapshot(snapshot)
-    try:
-        rows = con.sql("select * from recall_queries where query_name = 'recall'").to_arrow_table().to_pylist()
-    finally:
-        con.close()
-    return RecallFormula.of_row(rows[0] if rows else {})
-
-
 def index_dir(snapshot: Path) -> Path:
     return snapshot.with_suffix(".index")
 
@@ -234,7 +223,7 @@ class SnapshotIndex:
             raise FileNotFoundError(f"no usable index in {folder}")
         # the score to rank by: the snapshot's (the reader passes the one it compiled; FormulaError,
         # a ValueError, for a snapshot published before recall_queries carried it)
-        self.formula = formula if formula is not None else snapshot_formula(folder.with_suffix(".duckdb"))
+        self.formula = formula if formula is not None else RecallFormula.of_snapshot(folder.with_suffix(".duckdb"))
         self.folder = folder
         self.meta = meta
         self.dim: int = meta["dim"]
