@@ -1,3 +1,87 @@
+{#- THE RECALL SCORE, written once. score = recall_score(recall_relevance(..), recall_factor(..)).
+    Each macro renders one expression in a dialect: 'sql' (DuckDB and PostgreSQL: recall_sql, so
+    the compiled statement and analysts) or 'numpy' (a Python expression over numpy arrays,
+    published with the var values in recall_queries and evaluated by the serving index, the
+    PostgreSQL HNSW path and their pruning bounds: recall_shim/serving/formula.py). The
+    arguments are the expressions of the inputs; by default their numpy names.
+    Dialect primitives: coalesce(x, d) and nullif(x, 0) read the same in both (in numpy, NaN
+    stands for NULL and the shim defines the two functions); recall_if differs.
+    Contract the shim's pruning bounds rely on (tests_py/test_recall_definition.py checks it):
+    the relevance is non-decreasing in cos, bm25 and -rank; the factor is non-decreasing in
+    strength and at least 0; the score is non-decreasing in the relevance for a factor >= 0 and
+    monotone in the factor. -#}
+{% macro recall_if(condition, then, otherwise, dialect) -%}
+{%- if dialect == 'sql' -%}
+case when {{ condition }} then {{ then }} else {{ otherwise }} end
+{%- elif dialect == 'numpy' -%}
+where({{ condition }}, {{ then }}, {{ otherwise }})
+{%- else -%}
+{{ exceptions.raise_compiler_error("recall dialect must be sql or numpy, got " ~ dialect) }}
+{%- endif -%}
+{%- endmacro %}
+
+{#- Relevance of a memory to an intent by var fusion_method (or `fusion`):
+    weighted = w x min-max normalised cosine (cos_min / cos_max: per intent over the user's scoped
+    memories; equal gives 1) + (1 - w) x bm25 / (bm25 + var lexical_saturation) (no lexical match
+    adds 0); rrf = w / (k + vector_rank) + (1 - w) / (k + lexical_rank) (no lexical match adds 0);
+    vector = cos; lexical = bm25 (0 without a match). w = var fusion_vector_weight, k = var
+    fusion_rrf_k. bm25 and lexical_rank are NULL (numpy: NaN; bm25 may also be 0) without a
+    lexical match. -#}
+{% macro recall_relevance(fusion=none, dialect='sql', cos='cos', cos_min='cos_min', cos_max='cos_max', bm25='bm25',
+                          vector_rank='vector_rank', lexical_rank='lexical_rank') -%}
+{%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
+{%- set w = number_var('fusion_vector_weight') -%}
+{%- set k = number_var('fusion_rrf_k') -%}
+{%- if dialect not in ('sql', 'numpy') -%}
+  {{ exceptions.raise_compiler_error("recall dialect must be sql or numpy, got " ~ dialect) }}
+{%- endif -%}
+{%- if fusion == 'weighted' -%}
+{{ w }} * coalesce(({{ cos }} - {{ cos_min }}) / nullif({{ cos_max }} - {{ cos_min }}, 0), 1)
+    + (1 - {{ w }}) * coalesce({{ bm25 }} / ({{ bm25 }} + {{ number_var('lexical_saturation') }}), 0)
+{%- elif fusion == 'rrf' -%}
+{{ w }} / ({{ k }} + {{ vector_rank }}) + coalesce((1 - {{ w }}) / ({{ k }} + {{ lexical_rank }}), 0)
+{%- elif fusion == 'lexical' -%}
+coalesce({{ bm25 }}, 0)
+{%- elif fusion == 'vector' -%}
+{{ cos }}
+{%- else -%}
+{{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
+{%- endif -%}
+{%- endmacro %}
+
+{#- The memory's multiplier: (1 - s + s x strength), s = var strength_weight (1.0 is the reference
+    design's strength x similarity), times var question_episode_weight for episodes that are
+    questions (is_question), times var assistant_memory_weight when is_assistant (the memory is
+    what the assistant said: kind 'assistant') differs from to_assistant (the intent's question
+    asks what the assistant said: var assistant_question_pattern on the lower-cased query text,
+    recall_sql's `addressed`; false for fusions without a lexical leg, which have no text). So an
+    ordinary question weighs the assistant's memories, a question about what the assistant said
+    weighs every other memory. is_assistant is per memory, to_assistant per intent (numpy: a
+    scalar or an array broadcast against the memories). At least 0 for non-negative weights,
+    non-decreasing in strength; its maximum over a set of memories is (1 - s + s x max strength)
+    x max(1, question weight) x max(1, assistant weight) at most. -#}
+{% macro recall_factor(dialect='sql', strength='strength', is_question='is_question', is_assistant='is_assistant',
+                       to_assistant='to_assistant') -%}
+{%- set sw = number_var('strength_weight') -%}
+(1 - {{ sw }} + {{ sw }} * {{ strength }}) * {{ recall_if(is_question, number_var('question_episode_weight'), 1, dialect) }}
+    * {{ recall_if('(' ~ is_assistant ~ ') != (' ~ to_assistant ~ ')', number_var('assistant_memory_weight'), 1, dialect) }}
+{%- endmacro %}
+
+{#- The score: relevance x factor (dialect kept for symmetry: both render the same). -#}
+{% macro recall_score(relevance='relevance', factor='factor', dialect='sql') -%}
+({{ relevance }}) * ({{ factor }})
+{%- endmacro %}
+
+{#- The three expressions rendered for numpy with the build's vars, one line each (published in
+    recall_queries: relevance_numpy, factor_numpy, score_numpy). -#}
+{% macro recall_formula_numpy(fusion=none) -%}
+{{ return({
+    'relevance': recall_relevance(fusion, 'numpy').split() | join(' '),
+    'factor': recall_factor('numpy').split() | join(' '),
+    'score': recall_score(dialect='numpy').split() | join(' '),
+}) }}
+{%- endmacro %}
+
 {#- Hybrid recall. One statement answers several intents for one user.
 
     memories   : relation/subquery with user_id, memory_id, kind, content, embedding, strength,
@@ -20,16 +104,10 @@
 
     Legs: vector = cosine over the user's memories (NULL/NaN dropped, so NULL or zero vectors
     never rank); lexical = BM25 over the term index with the same tokenize macro on the query.
-    relevance: weighted = w * min-max normalised cosine (per intent, over the user's scoped
-    memories) + (1-w) * BM25 / (BM25 + var lexical_saturation) (a weak partial match of a
-    common word adds little, a strong match of rare terms approaches 1); rrf = w/(k + vector_rank) + (1-w)/(k + lexical_rank) (no
-    lexical match adds 0); vector = cosine; lexical = BM25. w = var fusion_vector_weight. score = relevance * (1 - s + s * strength), s = var
-    strength_weight (1.0 gives the reference design's strength x similarity), times var
-    question_episode_weight for episodes that are questions (is_question), times var
-    assistant_memory_weight for what the assistant said (kind 'assistant') or, when the
-    question asks what the assistant said (var assistant_question_pattern on the lower-cased
-    query text; fusions with a lexical leg, which have the text), for every other memory. Memories below
-    min_sim cosine are dropped; the rest rank by score, ties by memory_id. -#}
+    score = recall_score(recall_relevance(fusion, ...), recall_factor(...)): the one definition of
+    the fusion, the strength factor, the episode weighting and the assistant weighting (below; the serving index evaluates
+    the same macros rendered for numpy). Memories below min_sim cosine are dropped; the rest rank
+    by score, ties by memory_id. -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
 {%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
@@ -40,9 +118,6 @@
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
-{%- set w = number_var('fusion_vector_weight') -%}
-{%- set k = number_var('fusion_rrf_k') -%}
-{%- set sw = number_var('strength_weight') -%}
 with recall_queries as (
     {{ queries }}
 ),
@@ -134,20 +209,10 @@ fused as (
         {%- else -%}
         0::{{ double_type() }} as lexical_score,
         {%- endif %}
-        {% if fusion == 'weighted' -%}
-        {{ w }} * coalesce(
-                (v.similarity - min(v.similarity) over intent_window)
-                / nullif(max(v.similarity) over intent_window - min(v.similarity) over intent_window, 0),
-                1)
-            + (1 - {{ w }}) * coalesce(l.lexical_score / (l.lexical_score + {{ number_var('lexical_saturation') }}), 0)
-        {%- elif fusion == 'rrf' -%}
-        {{ w }} / ({{ k }} + v.vector_rank)
-            + coalesce((1 - {{ w }}) / ({{ k }} + l.lexical_rank), 0)
-        {%- elif fusion == 'lexical' -%}
-        coalesce(l.lexical_score, 0)
-        {%- else -%}
-        v.similarity
-        {%- endif %} as relevance
+        {{ recall_relevance(fusion, 'sql', cos='v.similarity', cos_min='min(v.similarity) over intent_window',
+                            cos_max='max(v.similarity) over intent_window', bm25='l.lexical_score',
+                            vector_rank='v.vector_rank', lexical_rank='l.lexical_rank') }}
+        as relevance
     from vector_ranked as v
     {% if lexical -%}
     left join lexical_ranked as l using (intent_id, memory_id)
@@ -162,14 +227,11 @@ kept as (
         m.content,
         m.strength,
         m.source_message_ids,
-        f.relevance
-            * (1 - {{ sw }} + {{ sw }} * m.strength)
-            * case when m.is_question then {{ number_var('question_episode_weight') }} else 1 end
-            * case
-                when (m.kind = 'assistant') != {% if lexical %}a.to_assistant{% else %}false{% endif %}
-                    then {{ number_var('assistant_memory_weight') }}
-                else 1
-            end as score
+        {{ recall_score('f.relevance',
+                        recall_factor('sql', strength='m.strength', is_question='m.is_question',
+                                      is_assistant="(m.kind = 'assistant')",
+                                      to_assistant=('a.to_assistant' if lexical else 'false')), 'sql') }}
+            as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
     {% if lexical -%}

@@ -12,6 +12,10 @@
      '$1 text VARCHAR'),
 ] -%}
 
+{#- the recall score rendered for numpy (macros/recall.sql recall_formula_numpy): the serving index
+    and the PostgreSQL HNSW path evaluate these, so the score is written once -#}
+{%- set formula = recall_formula_numpy() -%}
+
 {%- set stopwords_sql = 'array[' ~ sql_string_list(string_list_var('lexical_stopwords')) ~ ']' -%}
 
 {% for name, sql_text, parameters in statements %}
@@ -27,6 +31,9 @@
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
         {{ number_var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
+        {{ sql_literal(formula.relevance) }} as relevance_numpy,
+        {{ sql_literal(formula.factor) }} as factor_numpy,
+        {{ sql_literal(formula.score) }} as score_numpy,
         {{ 'true' if bool_var('recall_episodes_by_default') else 'false' }} as recall_episodes_by_default,
         {{ number_var('lexical_k1') }}::{{ double_type() }} as lexical_k1,
         {{ number_var('lexical_b') }}::{{ double_type() }} as lexical_b,

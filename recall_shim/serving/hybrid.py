@@ -1,15 +1,14 @@
 """The shipped hybrid fusions from the serving index: the compiled recall statement's answer
 (macros/recall.sql ``recall_sql`` is the spec) without scanning the user's memories.
 
-Per intent, with f = (1 - sw + sw x strength) x question weight x assistant weight
-(``SnapshotIndex.factor``; ``factor_said`` for a question that asks what the assistant said, var
-assistant_question_pattern: then the memories that are not the assistant's carry the weight):
-
-    weighted  score = f x (w x (cos - mn) / (mx - mn) + (1 - w) x bm25 / (bm25 + sat))
-              (mn, mx: min / max cosine over the user's scoped memories; mx = mn gives 1)
-    lexical   score = f x bm25   (0 without a lexical match: ties broken by memory_id)
-    rrf       score = f x (w / (k + vector_rank) + (1 - w) / (k + lexical_rank))
-
+The score is not written here: it is the snapshot's ``recall_score(recall_relevance(..),
+recall_factor(..))`` (macros/recall.sql), rendered for numpy by the build and evaluated through
+``SnapshotIndex.formula`` (recall_shim/serving/formula.py) on the candidates' inputs: cos (clipped
+to [mn, mx], the min / max cosine over the user's scoped memories), cos_min = mn, cos_max = mx,
+bm25 (0 without a lexical match), vector_rank and lexical_rank (NaN without a match); the factor
+per row is ``SnapshotIndex.factor`` (the factor's to_assistant false), or ``factor_said`` for an
+intent whose text asks what the assistant said (to_assistant true: var assistant_question_pattern
+on the lower-cased text, as the statement's ``addressed``), chosen per intent. This module proposes candidates and bounds the rest:
 threshold on raw cosine, kind filter, NULL/zero/NaN vectors never rank, ties by memory_id.
 
 The lexical leg comes from the index's term postings (recall_shim/serving/terms.py: the snapshot's
@@ -23,10 +22,11 @@ leg comes from the index:
 - a user with an IVF: mx is the best IVF hit, mn the best hit of the negated query (probing
   MIN_PROBES x as many lists; both also bounded by every candidate's exact cosine). Candidates are
   the top IVF hits by cosine (set A, worst cosine c_A) and the top lexical matches by BM25 (set B,
-  next BM25 b_B); both are scored exactly. Every memory outside A and B scores at most
-  f_max x (w x (c_A - mn) / (mx - mn) + (1 - w) x b_B / (b_B + sat)), so once that bound is below
-  the k-th score (or c_A is below the threshold) the answer is final; otherwise the larger term's
-  set is doubled, and past ``max_share`` of the user's memories the block is scanned exactly.
+  next BM25 b_B); both are scored exactly. The score is non-decreasing in cosine and bm25
+  (formula.py), so every memory outside A and B scores at most the score at (max(c_A, mn), b_B)
+  with the user's largest factor (of the intent's factor array); once that bound is below the k-th score (or c_A is below the
+  threshold) the answer is final; otherwise the set whose leg adds more to that bound is doubled,
+  and past ``max_share`` of the user's memories the block is scanned exactly.
   Only the IVF's probe recall is approximate (measured: benchmarks/recall_speed).
   rrf needs the exact global vector rank of every lexical match, which an IVF cannot give: for
   IVF users it is not served here (the caller runs the compiled statement). So is ``lexical``
@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
+from recall_shim.serving.formula import near_top
 from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, row_dots
 from recall_shim.serving.index_ivf import EMPTY_ROWS, in_sorted, load_faiss, valid_hits
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
@@ -52,12 +53,10 @@ MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many
 
 @dataclass(frozen=True)
 class Fusion:
-    """The fusion settings the snapshot's recall statement was compiled with (recall_queries)."""
+    """Which fusion the snapshot's recall statement was compiled with (recall_queries), for the
+    candidate search; the score itself is ``SnapshotIndex.formula``."""
 
     method: str
-    vector_weight: float
-    saturation: float
-    rrf_k: float
     episodes_by_default: bool = True
     # questions that ask what the assistant said (var assistant_question_pattern): '' = none
     assistant_question_pattern: str = ""
@@ -161,17 +160,15 @@ class HybridSearcher:
             out.append(_Lexical(rows, score))
         return out
 
-    def _relevance(self, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float) -> np.ndarray:
-        f = self.fusion
-        if f.method == "lexical":
-            return ls
-        span = mx - mn
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # in [0, 1] as in SQL (mn and mx are cosines of the rows themselves; the clip only
-            # removes float64 rounding between two matrix products of the same rows)
-            vec = np.clip((cos - mn) / span, 0.0, 1.0) if span != 0 else np.ones_like(cos)
-            lexical = np.where(ls > 0, ls / (ls + f.saturation), 0.0)
-        return f.vector_weight * vec + (1 - f.vector_weight) * lexical
+    def _score(self, rows: np.ndarray, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float,
+               fac: np.ndarray) -> np.ndarray:
+        """The snapshot's score of ``rows`` (cosine clipped to [mn, mx]: mn and mx are cosines of
+        the rows themselves, the clip only removes float64 rounding between two matrix products
+        of the same rows; with NaN mn / mx, a fusion without the cosine, it has no effect)."""
+        f = self.index.formula
+        if mn <= mx:
+            cos = np.clip(cos, mn, mx)
+        return f.score(f.relevance(cos=cos, cos_min=mn, cos_max=mx, bm25=ls), fac[rows])
 
     def _hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
               min_sim: float) -> list[Hit]:
@@ -213,38 +210,41 @@ class HybridSearcher:
         mx = float(np.max(exact(rows[c32 >= c32.max() - TIE_MARGIN])))
         mn = float(np.min(exact(rows[c32 <= c32.min() + TIE_MARGIN])))
         ls = lex.of(rows)
-        score = self._relevance(c32, ls, mn, mx) * fac[rows]
-        elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(score))
+        # the exact cosine is within TIE_MARGIN of c32 and the score non-decreasing in it: a row
+        # can reach the top k only if its score at c32 + margin reaches the k-th score at c32 - margin
+        upper = self._score(rows, c32 + TIE_MARGIN, ls, mn, mx, fac)
+        elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(upper))
         if len(elig) > top_k:
-            span = mx - mn
-            err = f.vector_weight * 2 * TIE_MARGIN / span if f.method == "weighted" and span > 0 else 0.0
-            margin = float(np.nanmax(fac[rows])) * err + 1e-9
-            kth = np.partition(score[elig], len(elig) - top_k)[len(elig) - top_k]
-            elig = elig[score[elig] >= kth - margin]
+            lower = self._score(rows[elig], c32[elig] - TIE_MARGIN, ls[elig], mn, mx, fac)
+            elig = elig[near_top(lower, upper[elig], top_k)]
         keep = rows[elig]
         cos = exact(keep)
-        return self._hits(keep, cos, self._relevance(cos, ls[elig], mn, mx) * fac[keep], ls[elig], top_k, min_sim)
+        return self._hits(keep, cos, self._score(keep, cos, ls[elig], mn, mx, fac), ls[elig], top_k, min_sim)
 
     def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
              top_k: int, min_sim: float, fac: np.ndarray) -> list[Hit]:
         """rrf over an exactly scanned block: vector ranks over every scoped memory with a vector,
         lexical ranks over every scoped lexical match (with or without a vector)."""
-        ix, f = self.index, self.fusion
+        ix, formula = self.index, self.index.formula
         ok = np.isfinite(cos)
         rows, cos = rows[ok], cos[ok]
+        if not len(rows):
+            return []
         vrank = np.empty(len(rows))
         vrank[np.lexsort((ix.memory_id[rows], -cos))] = np.arange(1, len(rows) + 1)
         lsel = in_scope[lex.rows - lo] if len(lex.rows) else np.zeros(0, bool)
         lrows, lscore = lex.rows[lsel], lex.score[lsel]
         lrank = np.empty(len(lrows))
         lrank[np.lexsort((ix.memory_id[lrows], -lscore))] = np.arange(1, len(lrows) + 1)
-        lex_part = np.zeros(len(rows))
+        lexical_rank = np.full(len(rows), np.nan)  # NaN: no lexical match (NULL in SQL)
         if len(lrows):
             i = np.minimum(np.searchsorted(lrows, rows), len(lrows) - 1)
             hit = lrows[i] == rows
-            lex_part[hit] = (1 - f.vector_weight) / (f.rrf_k + lrank[i[hit]])
-        rel = f.vector_weight / (f.rrf_k + vrank) + lex_part
-        return self._hits(rows, cos, rel * fac[rows], lex.of(rows), top_k, min_sim)
+            lexical_rank[hit] = lrank[i[hit]]
+        ls = lex.of(rows)
+        rel = formula.relevance(cos=cos, cos_min=float(cos.min()), cos_max=float(cos.max()), bm25=ls,
+                                vector_rank=vrank, lexical_rank=lexical_rank)
+        return self._hits(rows, cos, formula.score(rel, fac[rows]), ls, top_k, min_sim)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
                     min_sim: float, allowed: np.ndarray, fac: np.ndarray) -> list[Hit]:
@@ -253,7 +253,7 @@ class HybridSearcher:
         faiss.omp_set_num_threads(1)
         ivf = ix._ivf_of(user_id)
         s = ix.settings
-        f_max = ix._strength_range[user_id][0] if fac is ix.factor else float(np.nanmax(fac[lo:hi]))
+        f_max, f_min = ix.factor_range(user_id, fac)
         block_ids = ix.id64[lo:hi]
         limit = s.max_share * (hi - lo)
         q32 = qn.astype(np.float32).reshape(1, -1)
@@ -355,10 +355,10 @@ class HybridSearcher:
             if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
                 mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
             ls = lex.of(rows)
-            hits = self._hits(rows, cos, self._relevance(cos, ls, mn, mx) * fac[rows], ls, top_k, min_sim)
+            hits = self._hits(rows, cos, self._score(rows, cos, ls, mn, mx, fac), ls, top_k, min_sim)
             kth = hits[-1].score if len(hits) == top_k else -np.inf
             if f.method == "lexical":
-                bound = f_max * b_next
+                bound = ix.formula.bound(float(ix.formula.relevance(bm25=b_next)), f_min, f_max)
                 if kth - TIE_MARGIN > bound:
                     return hits
                 if m >= len(lex.rows):  # fewer than top_k lexical matches: the rest tie at 0 by memory_id
@@ -370,10 +370,12 @@ class HybridSearcher:
                 return hits  # A is every memory with a vector
             if c_a < min_sim - TIE_MARGIN:
                 return hits  # every memory outside A is below the threshold
-            span = mx - mn
-            vec_part = f.vector_weight * ((c_a - mn) / span if span != 0 else 1.0)
-            lex_part = (1 - f.vector_weight) * (b_next / (b_next + f.saturation) if b_next > 0 else 0.0)
-            if kth - TIE_MARGIN > f_max * (max(vec_part, 0.0) + lex_part):
+            # the formula at the outsiders' best inputs; and at each leg's alone (which set to widen)
+            c_top = max(c_a, mn)
+            at = ix.formula.relevance(cos=np.array([c_top, mn, c_top, mn]), cos_min=mn, cos_max=mx,
+                                      bm25=np.array([b_next, 0.0, 0.0, b_next]))
+            vec_part, lex_part = float(at[2] - at[1]), float(at[3] - at[1])
+            if kth - TIE_MARGIN > ix.formula.bound(float(at[0]), f_min, f_max):
                 return hits
             if lex_part > vec_part and m < len(lex.rows):
                 m *= 2
@@ -386,8 +388,7 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
     snapshot published before they were (then hybrid recall runs as compiled)."""
     try:
         row = rows["recall"]
-        fusion = Fusion(str(row["fusion_method"]), float(row["fusion_vector_weight"]), float(row["lexical_saturation"]),
-                        float(row["fusion_rrf_k"]), bool(row["recall_episodes_by_default"]),
+        fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
                         str(row.get("assistant_question_pattern") or ""))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))

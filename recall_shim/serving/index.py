@@ -9,7 +9,7 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
     users.npy          sorted user ids (bytes); user_start.npy (start, stop) row of each user
     id64.npy           stable 62-bit id per memory (md5 of memory_id), sorted within a user
     memory_id.npy      memory ids (bytes)       kind.npy   kind codes     strength.npy  float64
-    question.npy       episode is a question (bool), for var question_episode_weight
+    question.npy       episode is a question (bool), an input of the factor (formula.py)
     norm.npy           float64 L2 norms (0 = never ranks)
     fp.npy             fingerprint per row (content, sources, model): the next build reuses rows
                        whose (id64, fp) it finds here (recall_shim/serving/index_reuse.py)
@@ -25,11 +25,12 @@ reader sees a whole index or none). Rows are the snapshot's current memories sor
 
 Recall is always for one user. A user with at most ``min_rows`` memories is scanned exactly
 (numpy over that block: well under a millisecond). A bigger user's IVF yields candidates by
-cosine; they are re-ranked exactly (score = cosine x factor in float64, factor = (1 - w + w x
-strength) x question weight as in the compiled statement's vector fusion; threshold on raw cosine,
+cosine; they are re-ranked exactly (the snapshot's score, relevance and factor expressions:
+recall_shim/serving/formula.py, rendered from macros/recall.sql; float64; threshold on raw cosine,
 kind filter, ties by memory_id) and the candidate set is widened (more probes, more candidates)
-until no memory outside it could still enter the top k: every score is at most f_max x cosine,
-so once the worst retrieved cosine bounds every possible outsider below the k-th score, the
+until no memory outside it could still enter the top k: the score is non-decreasing in cosine, so
+the score at the worst retrieved cosine with the user's largest (or smallest) factor bounds every
+outsider; once that is below the k-th score, the
 answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed). Past
 ``max_share`` of the block it falls back to the exact scan.
 
@@ -53,6 +54,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
+from recall_shim.serving.formula import RecallFormula, near_top
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, valid_hits, load_faiss
 from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
@@ -215,11 +217,13 @@ def _load_meta(folder: Path | None) -> dict[str, Any] | None:
 class SnapshotIndex:
     """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
 
-    def __init__(self, folder: Path, strength_weight: float = 1.0, question_weight: float = 1.0,
-                 assistant_weight: float = 1.0) -> None:
+    def __init__(self, folder: Path, formula: RecallFormula | None = None) -> None:
         meta = _load_meta(folder)
         if meta is None or meta.get("format") != FORMAT:
             raise FileNotFoundError(f"no usable index in {folder}")
+        # the score to rank by: the snapshot's (the reader passes the one it compiled; FormulaError,
+        # a ValueError, for a snapshot published before recall_queries carried it)
+        self.formula = formula if formula is not None else RecallFormula.of_snapshot(folder.with_suffix(".duckdb"))
         self.folder = folder
         self.meta = meta
         self.dim: int = meta["dim"]
@@ -232,26 +236,32 @@ class SnapshotIndex:
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
         question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
-        # the score multiplier of the compiled statement (macros/recall.sql): strength, x question_weight
-        # for question episodes, x assistant_weight for 'assistant' memories (factor) or, for a question
-        # that asks what the assistant said (hybrid fusions only), for every other memory (factor_said)
+        # the factor per row, once for each value of the per-intent input to_assistant (the query
+        # asks what the assistant said: var assistant_question_pattern, hybrid fusions only)
         said = self.kind == self.kinds.index("assistant") if "assistant" in self.kinds else np.zeros(len(self.strength), bool)
-        base = (1 - strength_weight + strength_weight * self.strength) * np.where(question, question_weight, 1.0)
-        self.factor = base * np.where(said, assistant_weight, 1.0)
-        self.factor_said = base * np.where(said, 1.0, assistant_weight)
+        self.factor, self.factor_said = (
+            self.formula.factor(strength=self.strength, is_question=question, is_assistant=said, to_assistant=to)
+            for to in (False, True))
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
         # (page cache, not this process's RSS); small users' blocks through the memory map.
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))
         self._ivf: dict[str, Any] = {}
         self._tail: dict[str, np.ndarray] = {}
         self._tail_vec: dict[str, np.ndarray] = {}  # the tail's raw vectors in RAM (at most tail_share of the IVF's)
+        # (max, min) of a big user's factor (of factor_said): the IVF bounds take the factor at its ends
         self._strength_range: dict[str, tuple[float, float]] = {}
+        self._said_range: dict[str, tuple[float, float]] = {}
         for user, entry in self.meta["ivf"].items():  # load now, not on a request
             self._ivf_of(user)
             self._tail[user] = np.load(folder / entry["tail"]) if entry.get("tail") else EMPTY_ROWS
             self._tail_vec[user] = np.array(self.vectors_of(self._tail[user], False))
             lo, hi = self.block(user)
             self._strength_range[user] = (float(np.nanmax(self.factor[lo:hi])), float(np.nanmin(self.factor[lo:hi])))
+            self._said_range[user] = (float(np.nanmax(self.factor_said[lo:hi])), float(np.nanmin(self.factor_said[lo:hi])))
+
+    def factor_range(self, user_id: str, factor: np.ndarray) -> tuple[float, float]:
+        """(max, min) over a big user's rows of ``factor`` (self.factor or self.factor_said)."""
+        return (self._said_range if factor is self.factor_said else self._strength_range)[user_id]
 
     def close(self) -> None:
         self.heavy.close()
@@ -298,20 +308,25 @@ class SnapshotIndex:
         if allowed is not None:
             ok &= allowed[self.kind[tail]]
         idx = np.flatnonzero(ok)
-        if len(idx) > top_k:
-            score = self.factor[tail[idx]] * c32[idx]
-            kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
-            idx = idx[score >= kth - TIE_MARGIN]
+        idx = idx[self._near_top(c32[idx], self.factor[tail[idx]], top_k)]
         return tail[idx], self.tail_exact(user_id, idx, qn)
 
+    def _near_top(self, c32: np.ndarray, factor: np.ndarray, top_k: int) -> np.ndarray:
+        """Positions of float32-screened cosines that may reach the top k of the vector fusion's
+        score: the score at c32 + TIE_MARGIN reaches the k-th largest score at c32 - TIE_MARGIN."""
+        f = self.formula
+        hi = f.score(f.relevance(cos=c32 + TIE_MARGIN), factor)
+        if len(c32) <= top_k:
+            return np.flatnonzero(np.isfinite(hi))
+        return near_top(f.score(f.relevance(cos=c32 - TIE_MARGIN), factor), hi, top_k)
+
     @classmethod
-    def open(cls, snapshot: Path, strength_weight: float = 1.0, question_weight: float = 1.0,
-             assistant_weight: float = 1.0) -> "SnapshotIndex | None":
+    def open(cls, snapshot: Path, formula: RecallFormula | None = None) -> "SnapshotIndex | None":
         folder = index_dir(snapshot)
         if not (folder / "meta.json").exists():
             return None
         try:
-            return cls(folder, strength_weight, question_weight, assistant_weight)
+            return cls(folder, formula)
         except (FileNotFoundError, ValueError, KeyError, OSError):
             return None
 
@@ -336,8 +351,10 @@ class SnapshotIndex:
     def search(self, user_id: str, vectors: np.ndarray, top_k: int, min_sim: float,
                kinds: Sequence[str] | None) -> list[list[Hit]]:
         """Top ``top_k`` memories of ``user_id`` per query vector, ranked like the compiled
-        statement's vector fusion: cosine x factor desc, then memory_id; cosine >= ``min_sim``;
+        statement's vector fusion (the snapshot's score of the cosine) desc, then memory_id; cosine >= ``min_sim``;
         kind filter."""
+        if not self.formula.uses <= {"cos"}:
+            raise ValueError("SnapshotIndex.search ranks by a relevance of the cosine alone (hybrid: HybridSearcher)")
         lo, hi = self.block(user_id)
         q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, self.dim)
         if hi == lo:
@@ -373,7 +390,7 @@ class SnapshotIndex:
         if allowed is not None:
             ok &= allowed[self.kind[rows]]
         r, c = rows[ok], cos[ok]
-        score = self.factor[r] * c
+        score = self.formula.score(self.formula.relevance(cos=c), self.factor[r])
         ids = self.memory_id[r]
         order = np.lexsort((ids, -score))[:top_k]
         return [Hit(int(r[i]), ids[i].decode(), self.kinds[self.kind[r[i]]], float(c[i]), float(self.strength[r[i]]),
@@ -396,10 +413,7 @@ class SnapshotIndex:
             if allowed is not None:
                 ok &= allowed[self.kind[a:b]]
             rows = np.flatnonzero(ok)
-            if len(rows) > top_k:
-                score = self.factor[a + rows] * cos[rows]
-                kth = np.partition(score, len(score) - top_k)[len(score) - top_k]
-                rows = rows[score >= kth - TIE_MARGIN]
+            rows = rows[self._near_top(cos[rows], self.factor[a + rows], top_k)]
             keep.append(rows + a)
         rows = np.concatenate(keep)
         return self._final(rows, self._cosines(rows, qn, mapped), top_k, min_sim, allowed)
@@ -433,7 +447,7 @@ class SnapshotIndex:
                     return hits  # every outsider is below the threshold
                 if len(hits) == top_k:
                     kth = hits[-1].score
-                    bound = s_max * worst if worst >= 0 else s_min * worst
+                    bound = self.formula.bound(float(self.formula.relevance(cos=worst)), s_min, s_max)
                     if bound < kth - TIE_MARGIN:
                         return hits  # no outsider can reach the k-th score
             elif nprobe >= ivf.nlist:

@@ -15,6 +15,7 @@ import numpy as np
 
 from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
 from recall_shim.forget.journal import pending_forget, prune_temp_files
+from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
 from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
 from recall_shim.serving.terms import build_term_postings
@@ -64,8 +65,6 @@ class RecallSettings:
     sql_text: str
     similarity_sql: str
     fusion_method: str
-    strength_weight: float
-    question_episode_weight: float
     embedding_model: str
     embedding_dim: int
     embedding_query_form: str
@@ -73,7 +72,6 @@ class RecallSettings:
     default_min_sim: float
     max_top_k: int
     max_query_chars: int
-    assistant_memory_weight: float = 1.0  # snapshots of earlier builds have no assistant memories
 
 
 def ready_snapshots(paths: StorePaths) -> list[Path]:
@@ -199,7 +197,7 @@ class SnapshotReader:
         if con is None:
             raise StoreNotBuilt(f"no complete published snapshot for {self.paths.db}: run `agent-memory build` again")
         rows = {r[0]: r[1:] for r in con.execute(
-            "select query_name, sql_text, fusion_method, strength_weight, question_episode_weight, embedding_model,"
+            "select query_name, sql_text, fusion_method, embedding_model,"
             " embedding_dim, embedding_query_form, default_top_k, default_min_sim, max_top_k, max_query_chars"
             " from recall_queries"
         ).fetchall()}
@@ -211,8 +209,7 @@ class SnapshotReader:
         self._recall_row = {r["query_name"]: r for r in table}
         self._con, self._path = con, newest
         recall = rows["recall"]
-        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:],
-                                        float(self._recall_row["recall"].get("assistant_memory_weight") or 1.0))
+        self._settings = RecallSettings(recall[0], rows["similarity_distribution"][0], *recall[1:])
         self._index = self._open_index(newest)
 
     def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
@@ -226,7 +223,11 @@ class SnapshotReader:
         if hybrid is not None and not (index_dir(snapshot) / "terms" / "meta.json").exists():
             self._index_tried = False  # the term postings come after the index: look again next time
             return None
-        index = SnapshotIndex.open(snapshot, s.strength_weight, s.question_episode_weight, s.assistant_memory_weight)
+        try:  # the snapshot's recall score, compiled once for this snapshot (serving/formula.py)
+            formula = RecallFormula.of_row(self._recall_row.get("recall", {}))
+        except FormulaError:
+            return None  # published before recall_queries carried it, or refused: run as compiled
+        index = SnapshotIndex.open(snapshot, formula)
         if index is not None and index.dim != self._settings.embedding_dim:
             return None
         if index is not None and hybrid is not None:

@@ -5,12 +5,14 @@ serving index serves too), without agent/session narrowing, for users with more 
 than ``recall_index_min_rows``; everything else runs the compiled statement.
 
 Per intent: the nearest ``c`` memories of the user by the HNSW index on ``long_term_memory``
-(``hnsw.ef_search = c``, the kind filter applied after the index scan), scored exactly as the
-statement does (cosine x (1 - w + w x strength) x question or assistant weight, raw-cosine threshold, ties by
-memory_id). The answer is accepted when the k-th score beats what any memory outside the
-candidates could reach (the farthest candidate's cosine times the largest possible factor), or
-when that cosine is already below the threshold; otherwise ``c`` grows 4x, up to pgvector's
-ef_search limit (1000), after which the call falls back to the exact statement.
+(``hnsw.ef_search = c``, the kind filter applied after the index scan), scored by the build's own
+score expressions (macros/recall.sql rendered for numpy, recall_shim/serving/formula.py: the
+statement's score, not a copy), raw-cosine threshold, ties by memory_id. The answer is accepted
+when the k-th score beats what any memory outside the candidates could reach (the score at the
+farthest candidate's cosine with the factor at strength 0 or 1, questions or not, the assistant's
+or not: the score is non-decreasing in cosine and strength, strength lies in [0, 1]), or when that cosine is already
+below the threshold; otherwise ``c`` grows 4x, up to pgvector's ef_search limit (1000), after
+which the call falls back to the exact statement.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
+
 from recall_shim.common.sql import sql_ident
+from recall_shim.serving.formula import RecallFormula
 
 __all__ = ["PgAnn"]
 
@@ -53,9 +58,15 @@ class PgAnn:
                 [user_id]).fetchone()[0])
         return self._counts[user_id] > min_rows
 
+    @staticmethod
+    def _factor(formula: RecallFormula, strength: np.ndarray, is_question: np.ndarray,
+                is_assistant: np.ndarray) -> np.ndarray:
+        """The build's factor of these memories for an intent without query text (to_assistant false)."""
+        return formula.factor(strength=strength, is_question=is_question, is_assistant=is_assistant, to_assistant=False)
+
     def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
-               kinds: Sequence[str] | None, episodes_by_default: bool, dim: int, strength_weight: float,
-               question_weight: float, assistant_weight: float = 1.0) -> list[tuple[Any, ...]] | None:
+               kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,
+               formula: RecallFormula) -> list[tuple[Any, ...]] | None:
         """Rows shaped like the compiled statement's, or None when the caller must run it."""
         _, first = self._index_settings(con)
         kind_sql, kind_args = "", []
@@ -69,8 +80,14 @@ class PgAnn:
                f' from {sql_ident(self.schema)}.long_term_memory'
                f" where user_id = %s and valid_to is null{kind_sql}"
                f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
-        # strength <= 1, so (1 - w + w x strength) <= 1
-        top_factor = max(1.0, question_weight, assistant_weight, question_weight * assistant_weight)
+        # the factor's range over every possible memory: it is non-decreasing in strength (which lies
+        # in [0, 1]) and otherwise depends on the flags is_question and is_assistant, so its extremes
+        # are among these 8 corners. to_assistant is false: the vector fusion has no query text (the
+        # statement's `addressed` exists only with a lexical leg), so 'assistant' memories carry the
+        # assistant weight.
+        ends = self._factor(formula, np.repeat([0.0, 1.0], 4), np.tile([False, False, True, True], 2),
+                            np.tile([False, True], 4))
+        f_min, f_max = float(np.nanmin(ends)), float(np.nanmax(ends))
         out: list[tuple[Any, ...]] = []
         for intent, vec in enumerate(vectors, start=1):
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
@@ -79,19 +96,21 @@ class PgAnn:
                 ef = min(c, EF_SEARCH_MAX)
                 con.execute(f"set local hnsw.ef_search = {int(ef)}")
                 rows = con.execute(sql, [q, user_id, *kind_args, q, ef]).fetchall()
-                scored = []
-                for mid, kind, content, strength, sources, is_q, sim in rows:
-                    if sim is None or not math.isfinite(sim) or sim < min_sim:
-                        continue
-                    weight = (question_weight if is_q else 1.0) * (assistant_weight if kind == "assistant" else 1.0)
-                    score = sim * (1 - strength_weight + strength_weight * strength) * weight
-                    scored.append((-score, mid, kind, content, sim, strength, score, sources))
+                kept = [r for r in rows if r[6] is not None and math.isfinite(r[6]) and r[6] >= min_sim]
+                scores = formula.score(
+                    formula.relevance(cos=np.array([r[6] for r in kept], dtype=np.float64)),
+                    self._factor(formula, np.array([r[3] for r in kept], dtype=np.float64),
+                                 np.array([bool(r[5]) for r in kept], dtype=bool),
+                                 np.array([r[1] == "assistant" for r in kept], dtype=bool)))
+                scored = [(-float(sc), mid, kind, content, sim, strength, float(sc), sources)
+                          for sc, (mid, kind, content, strength, sources, _, sim) in zip(scores, kept)]
                 scored.sort(key=lambda r: (r[0], r[1]))
                 best = scored[:top_k]
                 farthest = min((r[6] for r in rows if r[6] is not None), default=None)
                 settled = False
                 if farthest is not None:
-                    settled = farthest < min_sim or (len(best) == top_k and best[-1][6] > farthest * top_factor)
+                    bound = formula.bound(float(formula.relevance(cos=farthest)), f_min, f_max)
+                    settled = farthest < min_sim or (len(best) == top_k and best[-1][6] > bound)
                 if settled:
                     break
                 if ef >= EF_SEARCH_MAX:

@@ -9,14 +9,15 @@ import numpy as np
 
 from recall_shim.common.sql import sql_ident
 from recall_shim.errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.reader import RecallSettings
 from recall_shim.targets.postgres.server import PgConnection
 
 __all__ = ["CompiledSettings", "SETTING_COLUMNS"]
 
-SETTING_COLUMNS = ("sql_text", "fusion_method", "strength_weight", "question_episode_weight", "embedding_model",
-                    "embedding_dim", "embedding_query_form", "default_top_k", "default_min_sim", "max_top_k",
-                    "max_query_chars", "recall_episodes_by_default", "assistant_memory_weight")
+SETTING_COLUMNS = ("sql_text", "fusion_method", "embedding_model", "embedding_dim", "embedding_query_form",
+                   "default_top_k", "default_min_sim", "max_top_k", "max_query_chars", "recall_episodes_by_default",
+                   "relevance_numpy", "factor_numpy", "score_numpy")
 
 
 class CompiledSettings:
@@ -28,6 +29,10 @@ class CompiledSettings:
         self._settings: RecallSettings | None = None
         # a recall without kinds includes episodes: the build's published setting (set with settings)
         self.episodes_by_default = True
+        # the build's recall score rendered for numpy (macros/recall.sql: fusion, strength, question
+        # and assistant weighting), for the HNSW path; None when the schema was built before it was
+        # published (then the statement runs). Set with settings.
+        self.formula: RecallFormula | None = None
 
     def reset(self) -> None:
         self._settings = None
@@ -41,13 +46,14 @@ class CompiledSettings:
                 raise StoreNotBuilt(f"schema {self.conn.schema} has no compiled recall statement: build first")
             values = dict(zip(SETTING_COLUMNS, by_name["recall"]))
             self.episodes_by_default = bool(values["recall_episodes_by_default"])
+            try:
+                self.formula = RecallFormula.of_row(values)
+            except FormulaError:
+                self.formula = None
             sim = by_name.get("similarity_distribution")
             self._settings = RecallSettings(
                 sql_text=values["sql_text"], similarity_sql=sim[0] if sim else "",
-                fusion_method=values["fusion_method"], strength_weight=float(values["strength_weight"]),
-                question_episode_weight=float(values["question_episode_weight"]),
-                assistant_memory_weight=float(values["assistant_memory_weight"]),
-                embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
+                fusion_method=values["fusion_method"], embedding_model=values["embedding_model"], embedding_dim=int(values["embedding_dim"]),
                 embedding_query_form=values["embedding_query_form"], default_top_k=int(values["default_top_k"]),
                 default_min_sim=float(values["default_min_sim"]), max_top_k=int(values["max_top_k"]),
                 max_query_chars=int(values["max_query_chars"]))

@@ -306,16 +306,16 @@ class PgMemoryStore(Store):
     def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
         """The HNSW path (recall_shim/targets/postgres/ann.py) for a big user, or None for the statement."""
-        s = self._reader.settings
+        s, formula = self._reader.settings, self._reader.formula
+        if formula is None:
+            return None
         def run(con: Any) -> list[tuple[Any, ...]] | None:
             if not self._ann.applies(con, user_id):
                 return None
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
                 return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
                                         kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
-                                        dim=s.embedding_dim, strength_weight=s.strength_weight,
-                                        question_weight=s.question_episode_weight,
-                                        assistant_weight=s.assistant_memory_weight)
+                                        dim=s.embedding_dim, formula=formula)
         return self._read(run)
 
     @privileged("recall")
