@@ -79,7 +79,7 @@ def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path) -> N
     os.replace(tmp, path)
 
 
-def forget_build(paths: StorePaths) -> None:
+def drop_build_record(paths: StorePaths) -> None:
     """Drop the record (a build that did not publish must not let the next one skip)."""
     (paths.dbt_dir / RECORD).unlink(missing_ok=True)
 

@@ -19,7 +19,7 @@ import numpy as np
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery,
                                  StorageFailure, StoreBusy, plain_text)
-from recall_shim.build.inputs import UNCHANGED_NOTE, forget_build, inputs_before, record_build, unchanged_since_last_build
+from recall_shim.build.inputs import UNCHANGED_NOTE, drop_build_record, inputs_before, record_build, unchanged_since_last_build
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
 from recall_shim.write.door import admit, admit_strict
@@ -160,7 +160,7 @@ class MemoryStore(Store):
             unchanged = unchanged_since_last_build(self.paths, before) if may_skip else None
             if unchanged is not None:
                 return BuildResult(str(unchanged), UNCHANGED_NOTE, time.monotonic() - started, None, skipped=True)
-            forget_build(self.paths)
+            drop_build_record(self.paths)
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
