@@ -362,25 +362,44 @@ array[{{ values }}]::double precision[]
 array[{{ values }}]::text[]
 {%- endmacro %}
 
-{#- post-hook of long_term_memory: PostgreSQL gets an HNSW index (cosine) on the embedding, for
-    approximate nearest-neighbour queries; DuckDB needs none. The recall statement itself ranks
-    one user's memories exactly (docs/scaling_out.md). -#}
-{% macro vector_index_hook() -%}
-  {{ return(adapter.dispatch('vector_index_hook')()) }}
+{#- Two lists as one, sorted (distinct: without repeats): an incremental build folds a row's new
+    list values into its stored ones, as flatten_agg orders them in a full build. -#}
+{% macro list_merge_sorted(a, b, distinct=false) -%}
+  {{ return(adapter.dispatch('list_merge_sorted')(a, b, distinct)) }}
 {%- endmacro %}
 
-{% macro duckdb__vector_index_hook() -%}
-select 1
+{% macro duckdb__list_merge_sorted(a, b, distinct=false) -%}
+{%- if distinct -%}
+list_sort(list_distinct(list_concat({{ a }}, {{ b }})))
+{%- else -%}
+list_sort(list_concat({{ a }}, {{ b }}))
+{%- endif -%}
 {%- endmacro %}
 
-{% macro postgres__vector_index_hook() -%}
-create index on {{ this }} using hnsw ((embedding::{{ embedding_type() }}) vector_cosine_ops);
-create index on {{ this }} (user_id)
+{% macro postgres__list_merge_sorted(a, b, distinct=false) -%}
+array(select {{ 'distinct ' if distinct }}e from unnest({{ a }} || {{ b }}) as e order by e)
 {%- endmacro %}
 
-{#- Materialization of the models that load incrementally on DuckDB (docs/serving.md,
-    "Incremental builds"). Their incremental branches use DuckDB list functions, so on PostgreSQL
-    they rebuild in full as tables (docs/scaling_out.md lists this as a limit). -#}
-{% macro incremental_materialization() -%}
-    {{ return('incremental' if target.type == 'duckdb' else 'table') }}
+{#- Indexes of an incrementally loaded model (dbt's `indexes` config): PostgreSQL creates them once,
+    when the table is created (first build or --full-refresh), and maintains them on every insert,
+    update and delete after that; the incremental filters (max(loaded_at) of the model itself, key
+    lookups of delete+insert and merges) use them instead of reading the whole table. DuckDB: none
+    (its min/max zone maps serve the same filters). columns: a list of column lists. -#}
+{% macro lookup_indexes(columns) -%}
+  {%- if target.type != 'postgres' -%}{{ return([]) }}{%- endif -%}
+  {%- set out = [] -%}
+  {%- for cols in columns -%}
+    {%- do out.append({'columns': cols}) -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{%- endmacro %}
+
+{#- The HNSW index (cosine) on long_term_memory's embedding, as an entry of dbt's `indexes` config:
+    PostgreSQL builds it once, when the table is created (first build or --full-refresh), and
+    maintains it on insert and update afterwards (pgvector's HNSW accepts inserts; deleted rows are
+    skipped at query time and cleaned by VACUUM). docs/scaling_out.md says when to rebuild it.
+    DuckDB needs none. -#}
+{% macro vector_index() -%}
+  {%- if target.type != 'postgres' -%}{{ return([]) }}{%- endif -%}
+  {{ return([{'columns': ['(embedding::' ~ (embedding_type() | trim) ~ ') vector_cosine_ops'], 'type': 'hnsw'}]) }}
 {%- endmacro %}

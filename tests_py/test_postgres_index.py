@@ -43,11 +43,54 @@ def test_hnsw_path_matches_the_exact_statement(ann_store: tuple[Any, Any]) -> No
                 assert a.score == pytest.approx(b.score, abs=1e-6) and a.similarity == pytest.approx(b.similarity, abs=1e-6)
             compared += 1
     assert compared == 80 and store._ann.used + store._ann.fallbacks == 80 and store._ann.used > 60
-    # a small user (below recall_index_min_rows) is answered by the statement
-    used = store._ann.used
-    small = store.recall(qs[0], user_id="user001", top_k=3, min_sim=0.0, record_access=False)
-    assert store._ann.used == used and [m.memory_id for m in small] == [
-        m.memory_id for m in _exact(store, qs[0], 3, 0.0, None, user="user001")]
+
+
+def test_small_users_are_scanned_exactly_through_the_user_id_index(ann_store: tuple[Any, Any]) -> None:
+    """Below recall_index_min_rows: the exact scan of the user's rows (ann.py), the statement's
+    answer, read through the user_id btree without touching another user's rows."""
+    store, qs = ann_store
+    s = store.conn.schema
+    with store.conn.connect() as con:
+        small = [r[0] for r in con.execute(f"select user_id from {s}.long_term_memory where user_id <> %s"
+                                           " group by user_id order by count(*) desc, user_id limit 3",
+                                           [BIG_USER]).fetchall()]
+    assert len(small) == 3
+    exact_before = store._ann.exact
+    compared = 0
+    for user in small:
+        for i, q in enumerate(qs[:6]):
+            kinds = [None, ["fact"]][i % 2]
+            fast = store.recall(q, user_id=user, top_k=3, min_sim=0.0, kinds=kinds, record_access=False)
+            exact = _exact(store, q, 3, 0.0, kinds, user=user)
+            assert [m.memory_id for m in fast] == [m.memory_id for m in exact]
+            for a, b in zip(fast, exact):
+                assert a.score == pytest.approx(b.score, abs=1e-6)
+            compared += 1
+    assert store._ann.exact - exact_before == compared == 18
+    # the plans: the exact scan and the compiled statement read the user's rows through the
+    # user_id index; neither scans the table (other users' rows)
+    vec = "[" + ",".join(repr(float(x)) for x in qs[0]) + "]"
+    with store.conn.connect() as con, con.transaction():
+        con.execute("set local enable_indexscan = off")  # as ann.py does for a small user
+        scan = _plan(con, f"select memory_id from {s}.long_term_memory where user_id = %s and valid_to is null"
+                          f" order by embedding::vector(384) <=> %s::vector(384) limit 16", [small[0], vec])
+    assert "Bitmap Index Scan on long_term_memory_user_id" in scan and "Seq Scan" not in scan, scan
+    from recall_shim.targets.postgres.store import _text_array_literal, _vector_literal
+
+    sql = store._reader.settings.sql_text
+    with store.conn.connect() as con:
+        con.execute(f"prepare recall_stmt as {sql}")
+        statement = _plan(con, "execute recall_stmt(%s, %s, 3, 0.0, null, %s, null, null)",
+                          [small[0], _vector_literal([list(map(float, qs[0]))]), _text_array_literal([None])])
+    assert "long_term_memory_user_id" in statement and "Seq Scan on long_term_memory" not in statement, statement
+
+
+def _plan(con: Any, sql: str, params: list[Any]) -> str:
+    """EXPLAIN with the values inlined (a client-side cursor): the plan for these values."""
+    import psycopg
+
+    with psycopg.ClientCursor(con) as cur:
+        return "\n".join(r[0] for r in cur.execute("explain " + sql, params).fetchall())
 
 
 def _exact(store: Any, q: Any, k: int, min_sim: float, kinds: Any, user: str = BIG_USER) -> Any:

@@ -1,4 +1,5 @@
-"""Incremental ingest speed: ``python -m benchmarks.ingest_speed [--sizes 100000,1000000] [--increment 10000]``.
+"""Incremental ingest speed: ``python -m benchmarks.ingest_speed [--sizes 100000,1000000] [--increment 10000]
+[--target postgres]``.
 
 For each store size N it lands N messages (users of ``--user-size`` messages over at most 1,000
 distinct sentences, so the real embedding model embeds few texts for the base), builds, then lands
@@ -156,12 +157,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--base-only", action="store_true", help="only build (and keep) the base stores")
     ap.add_argument("--workdir", default=str(ROOT / "benchmarks" / "ingest_speed" / "out"))
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--target", choices=["duckdb", "postgres"], default="duckdb",
+                    help="postgres: the same stores in PostgreSQL + pgvector (benchmarks/ingest_speed/pg.py)")
     a = ap.parse_args(argv)
     if a.quick:
         a.sizes, a.increment = "2000,20000", 300
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     work = Path(a.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    if a.target == "postgres":
+        from . import pg
+
+        pg_results = pg.run([int(n) for n in a.sizes.split(",")], a.increment, work, a.user_size)
+        print()
+        print(pg.report(pg_results))
+        if a.json:
+            Path(a.json).write_text(json.dumps({"results": pg_results}, indent=1))
+        return
     if a.base_only:
         for n in a.sizes.split(","):
             print(f"base store {n}: {base_store(int(n), a.user_size, work)}", flush=True)

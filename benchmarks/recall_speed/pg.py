@@ -158,7 +158,7 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
             "snapshot_s": gen_s, "load_s": load_s, "index_build_s": index_s, "table_mb": size_mb,
             "shipped_peak_rss_mb": shipped["peak_rss_mb"], "backend_peak_rss_mb": shipped["backend_peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"], "shipped_indexed_calls": shipped["indexed"],
-            "shipped_fallbacks": shipped["fallbacks"],
+            "shipped_fallbacks": shipped["fallbacks"], "shipped_exact_scans": shipped["exact"],
             "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
                      for k, (t, r) in rows.items()}}
 
@@ -181,7 +181,9 @@ def table(result: dict) -> str:
               f"backend's peak RSS: {result['backend_peak_rss_mb']:,.0f} MB (shared buffers counted as touched); "
               f"table + indexes {result['table_mb']:,.0f} MB; load {result['load_s']:.0f} s, "
               f"user_id + HNSW index build {result['index_build_s']:.0f} s; shipped calls answered from the HNSW "
-              f"index: {result['shipped_indexed_calls']} (fell back to the statement: {result['shipped_fallbacks']})"]
+              f"index: {result['shipped_indexed_calls']}, by the exact scan of the user's rows (at most "
+              f"recall_index_min_rows memories): {result.get('shipped_exact_scans', 0)} (fell back to the statement: "
+              f"{result['shipped_fallbacks']})"]
     return "\n".join(lines)
 
 
@@ -212,7 +214,7 @@ def _serve(conn_json: str, queries_path: str, user: str, top_k: str, min_sim: st
         with psycopg.RawCursor(con) as cur:
             cur.execute(sql, [user, _vec(qs[0]), int(top_k), float(min_sim), None, "{NULL}", None, None]).fetchall()
         backend_hwm = _proc_hwm(pid)
-    print(json.dumps({"indexed": store._ann.used, "fallbacks": store._ann.fallbacks, "open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
+    print(json.dumps({"indexed": store._ann.used, "exact": store._ann.exact, "fallbacks": store._ann.fallbacks, "open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
                       "backend_peak_rss_mb": backend_hwm}))
 
 

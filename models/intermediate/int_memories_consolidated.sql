@@ -25,9 +25,10 @@
 {%- set run_ts = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" -%}
 {%- set hook_ts = "'" ~ "{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}" ~ "'::timestamp" -%}
 {{ config(
-    materialized=incremental_materialization(),
+    materialized='incremental',
     incremental_strategy='delete+insert',
     unique_key='memory_id',
+    indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id']]),
     post_hook=["
       delete from {{ this }}
       where user_id in (select r.user_id from {{ this }} as r where r.consolidated_at = " ~ hook_ts ~ " and r.full_user)
@@ -170,7 +171,7 @@ chain as (
             else prior_memory_id
         end as memory_id
     from candidates
-    where candidate_id not in (select np.candidate_id from near_pairs as np where np.pick = 1)
+    where not exists (select 1 from near_pairs as np where np.pick = 1 and np.candidate_id = candidates.candidate_id)
     union all
     select
         p.candidate_id,

@@ -9,9 +9,10 @@
     recomputes the user). Owners of memories forgotten since the last run are rebuilt from all
     their extractions (forget removed their candidates, docs/data_protection.md). -#}
 {{ config(
-    materialized=incremental_materialization(),
+    materialized='incremental',
     incremental_strategy='delete+insert',
     unique_key='candidate_id',
+    indexes=lookup_indexes([['candidate_id'], ['loaded_at'], ['user_id']]),
 ) }}
 -- depends_on: {{ ref('stg_forget_requests') }}
 
@@ -125,11 +126,11 @@ fresh as (
         end as last_mentioned_at,
         case
             when o.candidate_id is null then f.source_message_ids
-            else list_sort(list_distinct(list_concat(o.source_message_ids, f.source_message_ids)))
+            else {{ list_merge_sorted('o.source_message_ids', 'f.source_message_ids', distinct=true) }}
         end as source_message_ids,
         case
             when o.candidate_id is null then f.mentioned_at
-            else list_sort(list_concat(o.mentioned_at, f.mentioned_at))
+            else {{ list_merge_sorted('o.mentioned_at', 'f.mentioned_at') }}
         end as mentioned_at,
         '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") }}'::timestamp as loaded_at,
         coalesce(f.created_at < o.created_at, false) as reordered

@@ -1,7 +1,7 @@
 {#- One row per distinct (model, form, content): each text is embedded once, ever. Incremental:
     a build embeds only texts it has not seen. Episodes use var embedding_episode_form, other
     memories var embedding_memory_form. -#}
-{{ config(materialized='incremental', incremental_strategy='append') }}
+{{ config(materialized='incremental', incremental_strategy='append', indexes=lookup_indexes([['embedding_key']])) }}
 
 with contents as (
     select distinct
@@ -15,7 +15,7 @@ new_contents as (
     select *
     from contents
     {% if is_incremental() %}
-    where embedding_key not in (select embedding_key from {{ this }})
+    where not exists (select 1 from {{ this }} as done where done.embedding_key = contents.embedding_key)
     {% endif %}
 )
 

@@ -2,7 +2,10 @@
     optional narrower scopes (agent_id, session_id). Incremental (delete+insert on memory_id):
     only memories int_memories_consolidated wrote since the last run (consolidated_at). A source
     message is (user_id, message_id): another user's message with the same id is not a source. -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='memory_id') }}
+{{ config(
+    materialized='incremental', incremental_strategy='delete+insert', unique_key='memory_id',
+    indexes=lookup_indexes([['memory_id'], ['consolidated_at']]),
+) }}
 
 with sources as (
     select

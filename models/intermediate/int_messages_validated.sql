@@ -7,7 +7,10 @@
     (landing_seq; landing_id for files landed before it was written), deterministically.
     A row without message_id gets a hash of the row (macros/identity.sql): the legacy hash in a
     store that already holds such ids, else the unambiguous one. -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='append') }}
+{{ config(
+    materialized='incremental', incremental_strategy='append',
+    indexes=lookup_indexes([['loaded_at'], ['message_id']]),
+) }}
 
 with legacy_scheme as (
     {% if is_incremental() -%}

@@ -5,11 +5,17 @@
     memory since the last run (consolidated_at) or the memory is missing here; then one merge,
     without copying any unchanged embedding: written memories are inserted or replaced, every
     other row gets its strength columns from int_memory_strength (decay moves every strength every
-    day), and rows no longer kept (gone, archived, dropped) are deleted. -#}
+    day), and rows no longer kept (gone, archived, dropped) are deleted. On PostgreSQL the same
+    merge runs as plain statements (macro kept_memory_strategy, macros/incremental.sql), the
+    indexes (HNSW, memory_id, user_id, consolidated_at) are created with the table and maintained
+    on insert and update, and fillfactor 50 leaves room for the strength update to stay a
+    heap-only update that no index sees (docs/scaling_out.md, "Incremental builds"). -#}
 {{ config(
-    materialized=incremental_materialization(),
-    incremental_strategy='merge',
+    materialized='incremental',
+    incremental_strategy=kept_memory_strategy(),
     unique_key='memory_id',
+    indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id']]) + vector_index(),
+    fillfactor=50,
     merge_clauses={
         'when_matched': [
             {'condition': 'DBT_INTERNAL_SOURCE.consolidated_at is not null', 'action': 'update', 'mode': 'by_name'},
@@ -24,10 +30,10 @@
 ) }}
 
 with written as (
-    select * from {{ ref('int_memories_consolidated') }}
+    select * from {{ ref('int_memories_consolidated') }} as c
     {% if is_incremental() %}
         where consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
-            or memory_id not in (select t.memory_id from {{ this }} as t)
+            or not exists (select 1 from {{ this }} as t where t.memory_id = c.memory_id)
     {% endif %}
 ),
 

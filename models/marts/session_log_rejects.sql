@@ -1,6 +1,6 @@
 {#- One row per rejected landed row, with everything that landed and the reason. Nothing a writer
     sent is lost: a row is either in session_messages or here. Incremental (append) on loaded_at. -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='append') }}
+{{ config(materialized='incremental', incremental_strategy='append', indexes=lookup_indexes([['loaded_at']])) }}
 
 select
     landing_id,

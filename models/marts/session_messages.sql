@@ -1,5 +1,5 @@
 {#- One row per accepted message of the session log. Incremental (append) on loaded_at. -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='append') }}
+{{ config(materialized='incremental', incremental_strategy='append', indexes=lookup_indexes([['loaded_at']])) }}
 
 select
     message_id,

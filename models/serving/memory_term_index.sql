@@ -5,13 +5,15 @@
     missing here; the post-hook deletes the rows of memories that are no longer current (superseded,
     archived or dropped by retention, gone). -#}
 {{ config(
-    materialized=incremental_materialization(),
+    materialized='incremental',
     incremental_strategy='delete+insert',
     unique_key='memory_id',
+    indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id', 'term']]),
     post_hook=[
-      "delete from {{ this }} where memory_id not in (
-          select c.memory_id from {{ ref('int_memories_consolidated') }} as c
-          where c.valid_to is null
+      "delete from {{ this }} as t where not exists (
+          select 1 from {{ ref('int_memories_consolidated') }} as c
+          where c.memory_id = t.memory_id
+              and c.valid_to is null
               and c.memory_id not in (
                   select r.memory_id from {{ ref('int_memory_retention') }} as r where r.retention_action != 'keep'))",
     ],
@@ -19,7 +21,7 @@
 
 with memories as (
     select memory_id, user_id, content, consolidated_at
-    from {{ ref('int_memories_consolidated') }}
+    from {{ ref('int_memories_consolidated') }} as c
     where valid_to is null
         and memory_id not in (  -- archived or dropped by the retention policy: out of recall
             select memory_id from {{ ref('int_memory_retention') }} where retention_action != 'keep'
@@ -27,7 +29,7 @@ with memories as (
     {% if is_incremental() %}
         and (
             consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
-            or memory_id not in (select t.memory_id from {{ this }} as t)
+            or not exists (select 1 from {{ this }} as t where t.memory_id = c.memory_id)
         )
     {% endif %}
 ),

@@ -4,7 +4,10 @@
     memory int_memories_consolidated wrote since the last run, or (retention on) with a memory
     retention takes out of recall, are recomputed, from their rows of memory_term_index; computed_at
     is the run that computed the row. -#}
-{{ config(materialized=incremental_materialization(), incremental_strategy='delete+insert', unique_key='user_id') }}
+{{ config(
+    materialized='incremental', incremental_strategy='delete+insert', unique_key='user_id',
+    indexes=lookup_indexes([['user_id', 'term'], ['computed_at']]),
+) }}
 -- depends_on: {{ ref('int_memories_consolidated') }}
 -- depends_on: {{ ref('int_memory_retention') }}
 

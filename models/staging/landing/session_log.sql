@@ -6,6 +6,8 @@
     their landing source: a staging model reads no other staging model). door_reason is set on
     rows the writer's door refused (recall_shim/write/door.py); NULL on rows landed before the door
     existed. Incremental (append), the folder's materialization. -#}
+{{ config(indexes=lookup_indexes([['landing_id']])) }}
+
 with source as (
     select *
     from {{ landing_rows(source('landing', 'messages'), {
@@ -73,5 +75,5 @@ select
 from renamed
 where landing_copy = 1
 {% if is_incremental() %}
-    and landing_id not in (select landing_id from {{ this }})
+    and not exists (select 1 from {{ this }} as loaded where loaded.landing_id = renamed.landing_id)
 {% endif %}

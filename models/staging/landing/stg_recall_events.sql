@@ -1,6 +1,8 @@
 {#- One row per recall access event: a recall returned memory_id to user_id at accessed_at.
     Events of a forgotten user or memory are never loaded (the forget tombstones, read from their
     landing source). Incremental (append), the folder's materialization. -#}
+{{ config(indexes=lookup_indexes([['event_id']])) }}
+
 with source as (
     select *
     from {{ landing_rows(source('landing', 'access'), {
@@ -41,5 +43,5 @@ select
 from renamed
 where landing_copy = 1
 {% if is_incremental() %}
-    and event_id not in (select event_id from {{ this }})
+    and not exists (select 1 from {{ this }} as loaded where loaded.event_id = renamed.event_id)
 {% endif %}

