@@ -58,7 +58,8 @@ def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
     started = time.perf_counter()
     with conn.connect() as con:
         con.execute(f"drop table if exists {SCHEMA}.long_term_memory")
-        con.execute(f"create table {SCHEMA}.long_term_memory ({_COLUMNS.format(dim=spec.dim)})")
+        # fillfactor 50, as the model creates it (docs/scaling_out.md, "Incremental builds")
+        con.execute(f"create table {SCHEMA}.long_term_memory ({_COLUMNS.format(dim=spec.dim)}) with (fillfactor = 50)")
         fmt = "[" + ",".join(["%.7g"] * spec.dim) + "]"
         rel = src.sql("select memory_id, user_id, kind, content, strength, embedding from long_term_memory")
         with con.cursor() as cur, cur.copy(

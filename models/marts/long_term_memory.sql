@@ -30,9 +30,9 @@
 ) }}
 
 with written as (
-    select * from {{ ref('int_memories_consolidated') }} as c
+    select c.* from {{ ref('int_memories_consolidated') }} as c
     {% if is_incremental() %}
-        where consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
+        where c.consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
             or not exists (select 1 from {{ this }} as t where t.memory_id = c.memory_id)
     {% endif %}
 ),

@@ -20,15 +20,15 @@
 ) }}
 
 with memories as (
-    select memory_id, user_id, content, consolidated_at
+    select c.memory_id, c.user_id, c.content, c.consolidated_at
     from {{ ref('int_memories_consolidated') }} as c
-    where valid_to is null
-        and memory_id not in (  -- archived or dropped by the retention policy: out of recall
-            select memory_id from {{ ref('int_memory_retention') }} where retention_action != 'keep'
+    where c.valid_to is null
+        and c.memory_id not in (  -- archived or dropped by the retention policy: out of recall
+            select r.memory_id from {{ ref('int_memory_retention') }} as r where r.retention_action != 'keep'
         )
     {% if is_incremental() %}
         and (
-            consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
+            c.consolidated_at > (select coalesce(max(t.consolidated_at), '-infinity'::timestamp) from {{ this }} as t)
             or not exists (select 1 from {{ this }} as t where t.memory_id = c.memory_id)
         )
     {% endif %}
