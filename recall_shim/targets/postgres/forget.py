@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_shim.errors import InvalidInput
-from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
+from recall_shim.forget.common import ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
 from recall_shim.targets.postgres.build_lock import LOCK_TABLE, BuildLock

@@ -34,7 +34,7 @@ import numpy as np
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import DBT_PLAIN_OUTPUT, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.write.door import admit, admit_strict
-from recall_shim.forget.duckdb import ForgetReport
+from recall_shim.forget.common import ForgetReport
 from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso
 from recall_shim.write.limits import door_limits
