@@ -11,7 +11,8 @@ from typing import Any
 
 from recall_shim.errors import InvalidInput
 
-__all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "default_actor"]
+__all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "default_actor",
+           "memory_owner"]
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -72,3 +73,14 @@ def default_actor() -> str:
         return getpass.getuser()
     except Exception:  # no login name in this environment
         return "unknown"
+
+
+def memory_owner(memory_id: str, owners: set[str], user_id: str | None, where: str) -> str | None:
+    """The user a forgotten memory belongs to: its one owner found in the ``where`` (checked
+    against ``user_id`` when the caller named one), else ``user_id``."""
+    if len(owners) > 1:
+        raise InvalidInput(f"memory {memory_id!r} has several owners in the {where}: {sorted(owners)}")
+    owner = next(iter(owners), None)
+    if user_id is not None and owner is not None and owner != user_id:
+        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
+    return owner if owner is not None else user_id

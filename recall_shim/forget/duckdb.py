@@ -36,7 +36,8 @@ import duckdb
 from recall_shim.errors import InvalidInput, StorageFailure, StoreBusy
 from recall_shim.forget.journal import (append_audit_once, clear_journal, load_journal, prune_temp_files, save_journal,
                                         storage_errors)
-from recall_shim.forget.common import ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor
+from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor,
+                                       memory_owner)
 from recall_shim.forget.landing import purge_landing
 from recall_shim.forget.serving import compact, purge_serving
 from recall_shim.write.landing import utc_now_iso, write_landing_file
@@ -119,12 +120,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
         return t, False
     tables = _tables(con)
     owners = _ids(con, tables, "user_id", "memory_id", [memory_id])
-    if len(owners) > 1:
-        raise InvalidInput(f"memory {memory_id!r} has several owners in the warehouse: {sorted(owners)}")
-    owner = next(iter(owners), None)
-    if user_id is not None and owner is not None and owner != user_id:
-        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
-    t.user_id = owner if owner is not None else user_id
+    t.user_id = memory_owner(memory_id, owners, user_id, "warehouse")
     if t.user_id is None:
         return t, False
     t.message_ids = _ids(con, tables, "source_message_ids", "memory_id", [memory_id], user=t.user_id)
@@ -140,7 +136,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
                 [sorted(t.message_ids), t.user_id],
             ).fetchall()
             t.memory_ids.update(r[0] for r in rows)
-    return t, owner is not None
+    return t, bool(owners)
 
 
 def _load_targets(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 from recall_shim.common.paths import StorePaths
 from recall_shim.forget.common import ForgetTargets
-from recall_shim.forget.journal import fsync_dir, storage_errors
+from recall_shim.common.durable import fsync_dir
+from recall_shim.forget.journal import storage_errors
 
 __all__ = ["purge_landing"]
 

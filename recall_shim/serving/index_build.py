@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from recall_shim.common.durable import fsync_files
 from recall_shim.serving.index import FORMAT, IndexSettings, index_dir, load_meta
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import build_user_ivf, load_faiss
@@ -96,7 +97,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"],
             "settings": asdict(settings), "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    _fsync_tree(tmp)
+    fsync_files(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
     stats["seconds"] = round(time.monotonic() - started, 3)
@@ -105,10 +106,3 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     return stats
 
 
-def _fsync_tree(folder: Path) -> None:
-    for p in folder.iterdir():
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
