@@ -20,17 +20,26 @@ from (values
 {%- endif -%}
 {%- endmacro %}
 
-{#- Memories of landed rows, as a build would make them from those rows alone: relation
-    tail_messages (session_log's columns, as landed) is typed and checked like
-    int_messages_validated (the first row of a (user_id, message_id) wins; ids an earlier build
-    accepted are not known here), episode and assistant memories are extracted like
-    int_episodes_extracted, identical normalised contents of one user and kind are one memory
-    (memory_id as int_memory_candidates), rules extract facts, preferences and skills like
-    int_memories_extracted, strength is folded like int_memory_strength as of $1 (TIMESTAMP),
-    provenance (session_ids, agent_ids) like int_memory_provenance. One row per candidate memory;
-    consolidation is tail_merged_sql's, supersession runs at the build. -#}
-{% macro tail_memories_sql() -%}
-{%- set assistant_roles = string_list_var('assistant_memory_roles') -%}
+{#- The hot tail's seed tables (created once per snapshot in the shim's in-memory DuckDB): the
+    rules' seeds the extraction reads, inlined at build time. Statements separated by ';'. -#}
+{% macro tail_seeds_sql() -%}
+create or replace table tail_markers as
+{{ inline_rows(ref('assistant_markers'), [('pattern', 'varchar'), ('keep', 'boolean')]) }};
+create or replace table tail_clause_rules as
+{{ inline_rows(ref('clause_rules'), [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
+                                     ('pattern', 'varchar'), ('replacement', 'varchar')]) }};
+create or replace table tail_extraction_rules as
+{{ inline_rows(ref('extraction_rules'), [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
+                                         ('entity', 'varchar'), ('polarity', 'varchar'), ('list_item', 'varchar'),
+                                         ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }};
+create or replace table tail_time_expressions as
+{{ inline_rows(ref('time_expressions'), [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
+                                         ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
+{%- endmacro %}
+
+{#- The accepted rows of relation tail_messages (session_log's columns, as landed), typed and
+    checked like int_messages_validated (duplicate message ids aside: tail_memories_sql). -#}
+{% macro tail_rows_sql() -%}
 with typed as (
     select {{ typed_landed_columns('false') }}
     from tail_messages
@@ -41,9 +50,55 @@ checked as (
         *,
         {{ landed_row_reject_reason() }} as reject_reason
     from typed
+)
+
+select landing_id, user_id, session_id, agent_id, role, content, message_at, message_id, landed_at, landing_file,
+    landing_seq
+from checked
+where reject_reason is null
+{%- endmacro %}
+
+{#- The extractions of relation tail_new_rows (tail_rows_sql's rows): rule extractions like
+    int_memories_extracted and episode / assistant memories like int_episodes_extracted, with
+    the seed tables of tail_seeds_sql. Each row of a message is extracted once, when it arrives. -#}
+{% macro tail_extractions_sql() -%}
+{%- set assistant_roles = string_list_var('assistant_memory_roles') -%}
+with tail_episode_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where role in ({{ sql_string_list(string_list_var('episode_roles')) }})
 ),
 
-accepted as (
+tail_assistant_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where {% if assistant_roles | length > 0 %}role in ({{ sql_string_list(assistant_roles) }}){% else %}false{% endif %}
+),
+
+tail_rule_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where role in ({{ sql_string_list(string_list_var('extract_roles')) }})
+)
+
+select message_id, user_id, kind, slot, content, message_at, loaded_at
+from ({{ rule_extractions('tail_rule_messages', 'tail_clause_rules', 'tail_extraction_rules',
+                          'tail_time_expressions') }}) as r
+union all
+select message_id, user_id, kind, slot, content, message_at, loaded_at
+from ({{ episode_extractions('tail_episode_messages', 'tail_assistant_messages', 'tail_markers') }}) as e
+{%- endmacro %}
+
+{#- Memories of the tail, as a build would make them from these rows alone: relation tail_rows
+    (tail_rows_sql's rows of the users asked for) and tail_extractions (tail_extractions_sql's rows
+    of them). Of the rows of one (user_id, message_id) the first landed wins (as
+    int_messages_validated; ids an earlier build accepted are not known here); identical
+    normalised contents of one user and kind are one memory (memory_id as int_memory_candidates);
+    strength is folded like int_memory_strength as of $1 (TIMESTAMP); provenance (session_ids,
+    agent_ids) like int_memory_provenance. One row per candidate memory; consolidation is
+    tail_merged_sql's, supersession runs at the build. -#}
+{% macro tail_memories_sql() -%}
+with accepted as (
     select *
     from (
         select
@@ -51,59 +106,17 @@ accepted as (
             row_number() over (
                 partition by user_id, message_id order by landed_at, landing_file, landing_seq, landing_id
             ) as id_occurrence
-        from checked
-        where reject_reason is null
+        from tail_rows
     ) as c
     where id_occurrence = 1
 ),
 
-tail_episode_messages as (
-    select message_id, user_id, content, message_at, landed_at as loaded_at
-    from accepted
-    where role in ({{ sql_string_list(string_list_var('episode_roles')) }})
-),
-
-tail_assistant_messages as (
-    select message_id, user_id, content, message_at, landed_at as loaded_at
-    from accepted
-    where {% if assistant_roles | length > 0 %}role in ({{ sql_string_list(assistant_roles) }}){% else %}false{% endif %}
-),
-
-tail_markers as (
-    {{ inline_rows(ref('assistant_markers'), [('pattern', 'varchar'), ('keep', 'boolean')]) }}
-),
-
-tail_rule_messages as (
-    select message_id, user_id, content, message_at, landed_at as loaded_at
-    from accepted
-    where role in ({{ sql_string_list(string_list_var('extract_roles')) }})
-),
-
-tail_clause_rules as (
-    {{ inline_rows(ref('clause_rules'), [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
-                                         ('pattern', 'varchar'), ('replacement', 'varchar')]) }}
-),
-
-tail_extraction_rules as (
-    {{ inline_rows(ref('extraction_rules'), [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
-                                             ('entity', 'varchar'), ('polarity', 'varchar'), ('list_item', 'varchar'),
-                                             ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }}
-),
-
-tail_time_expressions as (
-    {{ inline_rows(ref('time_expressions'), [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
-                                             ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
-),
-
 extractions as (
-    select message_id, user_id, kind, slot, content, message_at
-    from ({{ rule_extractions('tail_rule_messages', 'tail_clause_rules', 'tail_extraction_rules',
-                              'tail_time_expressions') }}) as r
-    union all
-    select message_id, user_id, kind, slot, content, message_at
-    from ({{ episode_extractions('tail_episode_messages', 'tail_assistant_messages', 'tail_markers') }}) as e
+    select e.*
+    from tail_extractions as e
+    inner join accepted as a
+        on a.user_id = e.user_id and a.message_id = e.message_id and a.landed_at = e.loaded_at
 ),
-
 candidates as (
     select
         {{ memory_id_key('user_id', 'kind', normalised_content('content')) }} as memory_id,

@@ -38,7 +38,8 @@ __all__ = ["COVERED_RECORD", "HotTail", "landed_message_files", "record_covered"
 
 COVERED_RECORD = "tail_covered.json"  # in <stem>.serving/ (a forget clears <stem>.dbt/, not this)
 RELOOK_NS = 2_000_000_000
-STATEMENTS = ("tail_memories", "tail_terms", "tail_term_stats", "tail_merged")
+STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_term_stats",
+              "tail_merged")
 TEXT_FIELDS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts",
                "message_id", "landed_at", "door_reason")
 MEMORY_COLUMNS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
@@ -124,9 +125,11 @@ class HotTail:
         self._view_con: Any = None  # the snapshot connection the cursor's views were made on
         self._cursor: duckdb.DuckDBPyConnection | None = None
         self._registered = -1
+        self._snap_relations = ("", "")
 
     def _clear(self) -> None:
-        self._rows: dict[str, list[dict[str, Any]]] = {}  # user -> landed rows of uncovered files
+        self._rows: dict[str, list[dict[str, Any]]] = {}  # user -> accepted rows of uncovered files
+        self._extractions: dict[str, list[dict[str, Any]]] = {}  # user -> their extractions (with landing_file)
         self._files: set[str] = set()  # files read (uncovered when read)
         self._memories: dict[str, list[dict[str, Any]]] = {}  # user -> tail memory rows
         self._terms: dict[str, list[dict[str, Any]]] = {}  # user -> their term rows
@@ -193,6 +196,8 @@ class HotTail:
         settings = con.execute("select embedding_model, embedding_dim from recall_queries"
                                " where query_name = 'recall'").fetchone()
         self._statements = rows if set(STATEMENTS) <= set(rows) and settings else None
+        if self._statements is not None:
+            self._con.execute(self._statements["tail_seeds"])  # the rules' seed tables, once per snapshot
         if settings:
             self._model, self._dim = str(settings[0]), int(settings[1])
         self._view_con = None
@@ -226,6 +231,7 @@ class HotTail:
             if len(kept) != len(rows):
                 touched.add(user)
                 self._rows[user] = kept
+                self._extractions[user] = [e for e in self._extractions.get(user, []) if e["landing_file"] not in gone]
         return touched
 
     def _covered_by_time(self) -> frozenset[str]:
@@ -242,19 +248,28 @@ class HotTail:
         return frozenset(n for n in landed_message_files(self.paths) if n < cut)
 
     def _read_new_files(self) -> set[str]:
-        touched: set[str] = set()
+        """Read the landed files not read yet: their accepted rows, extracted once (published
+        statements tail_rows and tail_extractions); returns the users they belong to."""
+        assert self._statements is not None
+        raw = []
         for name in landed_message_files(self.paths):
             if name in self._files or name in self._covered:
                 continue
             self._files.add(name)
-            for rec in _read_jsonl(self.paths.messages / name):
-                row = _landed_row(rec, name)
-                user = row["user_id"]
-                if user is None or self._is_forgotten(row):
-                    continue
-                self._rows.setdefault(user, []).append(row)
-                touched.add(user)
-        return touched
+            raw += [row for row in (_landed_row(rec, name) for rec in _read_jsonl(self.paths.messages / name))
+                    if row["user_id"] is not None and not self._is_forgotten(row)]
+        if not raw:
+            return set()
+        self._con.register("tail_messages", pa.Table.from_pylist(raw, schema=_LANDED_SCHEMA))
+        rows = _dicts(self._con.execute(self._statements["tail_rows"]))
+        self._con.register("tail_new_rows", pa.Table.from_pylist(rows, schema=_ROW_SCHEMA))
+        files = {(r["user_id"], r["message_id"], r["landed_at"]): r["landing_file"] for r in rows}
+        for e in _dicts(self._con.execute(self._statements["tail_extractions"])):
+            e["landing_file"] = files.get((e["user_id"], e["message_id"], e["loaded_at"]))
+            self._extractions.setdefault(e["user_id"], []).append(e)
+        for r in rows:
+            self._rows.setdefault(r["user_id"], []).append(r)
+        return {r["user_id"] for r in rows}
 
     def _is_forgotten(self, row: dict[str, Any]) -> bool:
         user = row["user_id"]
@@ -273,7 +288,9 @@ class HotTail:
             self._hidden.pop(u, None)
         if not rows:
             return
-        self._con.register("tail_messages", pa.Table.from_pylist(rows, schema=_LANDED_SCHEMA))
+        self._con.register("tail_rows", pa.Table.from_pylist(rows, schema=_ROW_SCHEMA))
+        self._con.register("tail_extractions", pa.Table.from_pylist(
+            [e for u in users for e in self._extractions.get(u, [])], schema=_EXTRACTION_SCHEMA))
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         made = _dicts(self._con.execute(self._statements["tail_memories"], [now]))
         made = [m for m in made if m["memory_id"] not in self._forgotten_memories]
@@ -337,6 +354,8 @@ class HotTail:
         users, memories = pending_forget(self.paths)
         if user_id in users:
             return [[] for _ in vectors]
+        if reader.connection() is not None and reader.snapshot_path != self._snapshot:
+            self.sync(reader)  # a build published since the sync: the tail follows it first
         with self._lock:
             settings = reader.settings
             cursor = self._views(reader)
@@ -360,42 +379,47 @@ class HotTail:
         ltm, terms, stats = (f"{snap}.main.{t}" for t in ("long_term_memory", "memory_term_index", "memory_term_stats"))
         emb = f"embedding::float[{int(self._dim)}] as embedding"
         cols = ", ".join(MEMORY_COLUMNS)
-        self._register(cur)
         cur.register("tail_candidates_arrow", pa.Table.from_pylist([], schema=CANDIDATE_SCHEMA))
+        self._snap_relations = (ltm, terms)
+        self._register(cur)
         for view in (
             f"tail_candidates as select memory_id, user_id, kind, slot, created_at, {emb} from tail_candidates_arrow",
             f"tail_prior_memories as select user_id, kind, slot, embedding from {ltm}"
             " where user_id in (select user_id from tail_candidates)",
             f"tail_held as select t.memory_id from tail_candidates as t"
             f" where exists (select 1 from {ltm} as s where s.user_id = t.user_id and s.memory_id = t.memory_id)",
-            # a memory_id the snapshot holds is answered by the snapshot's row (checked again per request)
-            f"tail_visible as select * from tail_memory_arrow as t"
-            f" where not exists (select 1 from {ltm} as s where s.user_id = t.user_id and s.memory_id = t.memory_id)",
-            f"long_term_memory as select {cols} from {ltm}"
-            f" union all by name select {cols.replace('embedding', emb, 1)} from tail_visible",
+            # the tail's visible memories and term rows are tables of this cursor (_register); the
+            # snapshot's rows of a memory_id are never among them (hidden when the tail was made)
+            f"long_term_memory as select {cols} from {ltm} union all by name select {cols} from tail_mem",
             f"memory_term_index as select memory_id, user_id, term, tf, doc_len from {terms}"
-            " union all select memory_id, user_id, term, tf, doc_len from tail_terms_arrow"
-            " where memory_id in (select memory_id from tail_visible)",
-            f"tail_term_rows as select memory_id, user_id, term, doc_len from {terms}"
-            " where user_id in (select user_id from tail_visible)"
-            " union all select memory_id, user_id, term, doc_len from tail_terms_arrow"
-            " where memory_id in (select memory_id from tail_visible)",
+            " union all select memory_id, user_id, term, tf, doc_len from tail_term",
             f"memory_term_stats as select user_id, term, df, n_docs, avg_doc_len from {stats}"
-            " where user_id not in (select user_id from tail_visible)"
-            f" union all select user_id, term, df, n_docs, avg_doc_len from ({self._statements['tail_term_stats']})",
+            " where user_id not in (select user_id from tail_mem)"
+            " union all select user_id, term, df, n_docs, avg_doc_len from tail_stat",
         ):
             cur.execute("create or replace temp view " + view)
         self._cursor, self._view_con = cur, con
         return cur
 
     def _register(self, cur: duckdb.DuckDBPyConnection) -> None:
-        """The visible tail memories and their term rows as the cursor's arrow relations."""
+        """The visible tail memories, their term rows and their users' term statistics (over the
+        snapshot's rows and the tail's: published tail_term_stats) as tables of the cursor."""
+        assert self._statements is not None
         mems = [{c: m.get(c) for c in MEMORY_COLUMNS} for u, ms in self._memories.items() for m in ms
                 if m["memory_id"] not in self._hidden.get(u, ())]
         ids = {m["memory_id"] for m in mems}
         terms = [t for ts in self._terms.values() for t in ts if t["memory_id"] in ids]
         cur.register("tail_memory_arrow", pa.Table.from_pylist(mems, schema=_MEMORY_SCHEMA))
         cur.register("tail_terms_arrow", pa.Table.from_pylist(terms, schema=_TERM_SCHEMA))
+        ltm, index = self._snap_relations
+        emb = f"embedding::float[{int(self._dim)}] as embedding"
+        cur.execute("create or replace temp table tail_mem as select "
+                    + ", ".join(MEMORY_COLUMNS).replace("embedding", emb, 1) + " from tail_memory_arrow")
+        cur.execute("create or replace temp table tail_term as select * from tail_terms_arrow")
+        cur.execute(f"""create or replace temp view tail_term_rows as
+            select memory_id, user_id, term, doc_len from {index} where user_id in (select user_id from tail_mem)
+            union all select memory_id, user_id, term, doc_len from tail_term""")
+        cur.execute(f"create or replace temp table tail_stat as {self._statements['tail_term_stats']}")
         self._registered = self._version
 
     def close(self) -> None:
@@ -410,6 +434,13 @@ class HotTail:
 _LANDED_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in TEXT_FIELDS), pa.field("is_invalid_utf8", pa.bool_()),
                             pa.field("landing_seq", pa.int64()), pa.field("landing_file", pa.string()),
                             pa.field("loaded_at", pa.timestamp("us"))])
+_ROW_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("landing_id", "user_id", "session_id", "agent_id", "role",
+                                                                "content")),
+                         pa.field("message_at", pa.timestamp("us")), pa.field("message_id", pa.string()),
+                         pa.field("landed_at", pa.timestamp("us")), pa.field("landing_file", pa.string()),
+                         pa.field("landing_seq", pa.int64())])
+_EXTRACTION_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("message_id", "user_id", "kind", "slot", "content")),
+                                pa.field("message_at", pa.timestamp("us")), pa.field("loaded_at", pa.timestamp("us"))])
 _MEMORY_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("memory_id", pa.string()),
                             pa.field("kind", pa.string()), pa.field("content", pa.string()),
                             pa.field("embedding", pa.list_(pa.float32())), pa.field("strength", pa.float64()),
