@@ -4,10 +4,14 @@
     them in an in-memory DuckDB over the landed rows it read (recall_shim/serving/tail.py). -#}
 
 {#- A relation's rows inlined as a VALUES list (a published statement runs without the
-    warehouse): columns is a list of (name, SQL type). Rendered at execution (run_query). -#}
+    warehouse): columns is a list of (name, SQL type). Rendered at execution (run_query); no rows
+    where the relation is not built (a compile-only run). -#}
 {% macro inline_rows(relation, columns) -%}
 {%- set names = columns | map(attribute=0) | list -%}
-{%- set rows = run_query('select ' ~ names | join(', ') ~ ' from ' ~ relation ~ ' order by ' ~ names | join(', ')).rows if execute else [] -%}
+{#- compile-only runs (sqlfluff, dbt compile of an unbuilt store) have no seed table yet: no rows -#}
+{%- set present = execute and load_relation(relation) is not none -%}
+{%- set rows = run_query('select ' ~ names | join(', ') ~ ' from ' ~ relation ~ ' order by ' ~ names | join(', ')).rows
+    if present else [] -%}
 {%- if rows | length == 0 -%}
 select {% for name, type in columns %}null::{{ type }} as {{ name }}{{ ', ' if not loop.last }}{% endfor %} where false
 {%- else -%}

@@ -26,5 +26,6 @@ with index_rows as (
 )
 
 select *
-from ({{ memory_term_stats_rows('index_rows', "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp") }}) as stats
+{%- set computed_at = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" %}
+from ({{ memory_term_stats_rows('index_rows', computed_at) }}) as stats
 order by user_id, term

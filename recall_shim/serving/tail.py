@@ -18,7 +18,6 @@ drop the forgotten rows; a new tombstone rebuilds the tail.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from datetime import datetime, timezone
@@ -33,80 +32,15 @@ from recall_shim.common.paths import StorePaths
 from recall_shim.common.sql import sql_ident
 from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader, run_compiled
+from recall_shim.serving.tail_files import (CANDIDATE_SCHEMA, COVERED_RECORD, EXTRACTION_SCHEMA, LANDED_SCHEMA,
+                                            MEMORY_COLUMNS, MEMORY_SCHEMA, ROW_SCHEMA, TERM_SCHEMA, dicts, jsonl_names,
+                                            landed_message_files, landed_row, read_jsonl, file_stamp)
 
-__all__ = ["COVERED_RECORD", "HotTail", "landed_message_files", "record_covered"]
+__all__ = ["HotTail"]
 
-COVERED_RECORD = "tail_covered.json"  # in <stem>.serving/ (a forget clears <stem>.dbt/, not this)
 RELOOK_NS = 2_000_000_000
 STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_term_stats",
               "tail_merged")
-TEXT_FIELDS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts",
-               "message_id", "landed_at", "door_reason")
-MEMORY_COLUMNS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
-                  "valid_to", "is_question", "agent_ids", "session_ids")
-
-
-def _jsonl_names(folder: Path) -> list[str]:
-    """Names of the landed files of a landing folder (written whole: a temporary file starts with a dot)."""
-    try:
-        return sorted(n for n in os.listdir(folder) if n.endswith(".jsonl") and not n.startswith("."))
-    except FileNotFoundError:
-        return []
-
-
-def landed_message_files(paths: StorePaths) -> list[str]:
-    """Names of the landed message files."""
-    return _jsonl_names(paths.messages)
-
-
-def record_covered(paths: StorePaths, snapshot: Path, files: Sequence[str]) -> None:
-    """Record that ``snapshot``'s build loaded ``files`` (caller holds the build lock)."""
-    path = paths.serving / COVERED_RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"snapshot": snapshot.name, "files": sorted(files)}), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_size
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="ascii", errors="replace")
-    except FileNotFoundError:  # removed by a forget meanwhile
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
-
-
-def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
-def _landed_row(rec: dict[str, Any], landing_file: str) -> dict[str, Any]:
-    row = {k: (None if rec.get(k) is None else str(rec[k])) for k in TEXT_FIELDS}
-    row["is_invalid_utf8"] = bool(rec.get("content_invalid_utf8") or False)
-    try:
-        row["landing_seq"] = int(rec.get("landing_seq") or 0)
-    except (TypeError, ValueError):
-        row["landing_seq"] = 0
-    row["landing_file"] = landing_file
-    row["loaded_at"] = None
-    return row
 
 
 class HotTail:
@@ -162,7 +96,7 @@ class HotTail:
                 return
             touched: set[str] = set()
             if self._looked_at("forget", self.paths.forget):
-                names = _jsonl_names(self.paths.forget)
+                names = jsonl_names(self.paths.forget)
                 if names != self._tombstone_names:  # a forget: start again from the rewritten files
                     stamps = self._stamps
                     self._clear()
@@ -183,7 +117,7 @@ class HotTail:
         """Whether ``path`` may have changed since it was last looked at under ``key`` (and note
         this look). A folder's mtime has the kernel's coarse clock, so a folder modified within
         RELOOK_NS of the last look is looked at again."""
-        stamp, now = _stamp(path), time.time_ns()
+        stamp, now = file_stamp(path), time.time_ns()
         prev = self._stamps.get(key)
         if prev is not None and prev[0] == stamp and (stamp is None or prev[1] - stamp[0] > RELOOK_NS):
             return False
@@ -204,7 +138,7 @@ class HotTail:
 
     def _read_tombstones(self, names: list[str]) -> None:
         for name in names:
-            for t in _read_jsonl(self.paths.forget / name):
+            for t in read_jsonl(self.paths.forget / name):
                 user, at = t.get("user_id"), str(t.get("forgotten_at") or "")
                 if t.get("scope") == "user" and isinstance(user, str):
                     self._forgotten_users[user] = max(at, self._forgotten_users.get(user, ""))
@@ -256,15 +190,15 @@ class HotTail:
             if name in self._files or name in self._covered:
                 continue
             self._files.add(name)
-            raw += [row for row in (_landed_row(rec, name) for rec in _read_jsonl(self.paths.messages / name))
+            raw += [row for row in (landed_row(rec, name) for rec in read_jsonl(self.paths.messages / name))
                     if row["user_id"] is not None and not self._is_forgotten(row)]
         if not raw:
             return set()
-        self._con.register("tail_messages", pa.Table.from_pylist(raw, schema=_LANDED_SCHEMA))
-        rows = _dicts(self._con.execute(self._statements["tail_rows"]))
-        self._con.register("tail_new_rows", pa.Table.from_pylist(rows, schema=_ROW_SCHEMA))
+        self._con.register("tail_messages", pa.Table.from_pylist(raw, schema=LANDED_SCHEMA))
+        rows = dicts(self._con.execute(self._statements["tail_rows"]))
+        self._con.register("tail_new_rows", pa.Table.from_pylist(rows, schema=ROW_SCHEMA))
         files = {(r["user_id"], r["message_id"], r["landed_at"]): r["landing_file"] for r in rows}
-        for e in _dicts(self._con.execute(self._statements["tail_extractions"])):
+        for e in dicts(self._con.execute(self._statements["tail_extractions"])):
             e["landing_file"] = files.get((e["user_id"], e["message_id"], e["loaded_at"]))
             self._extractions.setdefault(e["user_id"], []).append(e)
         for r in rows:
@@ -288,11 +222,11 @@ class HotTail:
             self._hidden.pop(u, None)
         if not rows:
             return
-        self._con.register("tail_rows", pa.Table.from_pylist(rows, schema=_ROW_SCHEMA))
+        self._con.register("tail_rows", pa.Table.from_pylist(rows, schema=ROW_SCHEMA))
         self._con.register("tail_extractions", pa.Table.from_pylist(
-            [e for u in users for e in self._extractions.get(u, [])], schema=_EXTRACTION_SCHEMA))
+            [e for u in users for e in self._extractions.get(u, [])], schema=EXTRACTION_SCHEMA))
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        made = _dicts(self._con.execute(self._statements["tail_memories"], [now]))
+        made = dicts(self._con.execute(self._statements["tail_memories"], [now]))
         made = [m for m in made if m["memory_id"] not in self._forgotten_memories]
         self._embed(made)
         for m in made:
@@ -300,7 +234,7 @@ class HotTail:
         if made:
             self._con.register("tail_memory_rows", pa.Table.from_pylist(
                 [{"memory_id": m["memory_id"], "user_id": m["user_id"], "content": m["content"]} for m in made]))
-            for t in _dicts(self._con.execute(self._statements["tail_terms"])):
+            for t in dicts(self._con.execute(self._statements["tail_terms"])):
                 self._terms.setdefault(t["user_id"], []).append(t)
 
     def _check_snapshot(self, reader: SnapshotReader, users: set[str]) -> None:
@@ -409,8 +343,8 @@ class HotTail:
                 if m["memory_id"] not in self._hidden.get(u, ())]
         ids = {m["memory_id"] for m in mems}
         terms = [t for ts in self._terms.values() for t in ts if t["memory_id"] in ids]
-        cur.register("tail_memory_arrow", pa.Table.from_pylist(mems, schema=_MEMORY_SCHEMA))
-        cur.register("tail_terms_arrow", pa.Table.from_pylist(terms, schema=_TERM_SCHEMA))
+        cur.register("tail_memory_arrow", pa.Table.from_pylist(mems, schema=MEMORY_SCHEMA))
+        cur.register("tail_terms_arrow", pa.Table.from_pylist(terms, schema=TERM_SCHEMA))
         ltm, index = self._snap_relations
         emb = f"embedding::float[{int(self._dim)}] as embedding"
         cur.execute("create or replace temp table tail_mem as select "
@@ -429,26 +363,3 @@ class HotTail:
             self._view_con = None
             self._snapshot = None
             self._clear()
-
-
-_LANDED_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in TEXT_FIELDS), pa.field("is_invalid_utf8", pa.bool_()),
-                            pa.field("landing_seq", pa.int64()), pa.field("landing_file", pa.string()),
-                            pa.field("loaded_at", pa.timestamp("us"))])
-_ROW_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("landing_id", "user_id", "session_id", "agent_id", "role",
-                                                                "content")),
-                         pa.field("message_at", pa.timestamp("us")), pa.field("message_id", pa.string()),
-                         pa.field("landed_at", pa.timestamp("us")), pa.field("landing_file", pa.string()),
-                         pa.field("landing_seq", pa.int64())])
-_EXTRACTION_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("message_id", "user_id", "kind", "slot", "content")),
-                                pa.field("message_at", pa.timestamp("us")), pa.field("loaded_at", pa.timestamp("us"))])
-_MEMORY_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("memory_id", pa.string()),
-                            pa.field("kind", pa.string()), pa.field("content", pa.string()),
-                            pa.field("embedding", pa.list_(pa.float32())), pa.field("strength", pa.float64()),
-                            pa.field("source_message_ids", pa.list_(pa.string())),
-                            pa.field("valid_to", pa.timestamp("us")), pa.field("is_question", pa.bool_()),
-                            pa.field("agent_ids", pa.list_(pa.string())), pa.field("session_ids", pa.list_(pa.string()))])
-CANDIDATE_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
-                              pa.field("kind", pa.string()), pa.field("slot", pa.string()),
-                              pa.field("created_at", pa.timestamp("us")), pa.field("embedding", pa.list_(pa.float32()))])
-_TERM_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
-                          pa.field("term", pa.string()), pa.field("tf", pa.int64()), pa.field("doc_len", pa.int64())])

@@ -35,7 +35,8 @@ from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_ar
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
 from recall_shim.serving.snapshot import published_snapshot
-from recall_shim.serving.tail import HotTail, landed_message_files, record_covered
+from recall_shim.serving.tail import HotTail
+from recall_shim.serving.tail_files import landed_message_files, record_covered
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
