@@ -26,7 +26,7 @@ from recall_shim.errors import (
     StoreNotMigrated,
     UnknownEmbeddingModel,
 )
-from recall_shim.forget.duckdb import ForgetReport
+from recall_shim.forget.common import ForgetReport
 from recall_shim.write.ids import normalise_id
 from recall_shim.targets.postgres.local_server import LocalPostgres
 from recall_shim.targets.postgres.server import PgConnection

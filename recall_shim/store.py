@@ -23,7 +23,7 @@ from recall_shim.write.ids import normalise_id
 from recall_shim.write.limits import memory_kinds
 
 if TYPE_CHECKING:
-    from recall_shim.forget.duckdb import ForgetReport
+    from recall_shim.forget.common import ForgetReport
 
 __all__ = ["Store", "Query", "IngestReport", "BuildResult", "RecallArgs", "recall_arguments", "scope_id"]
 

@@ -21,7 +21,8 @@ import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
 from recall_shim.common.embedding import embed_texts
-from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.index import index_dir
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import Lexicon, build_term_postings, tokenize
 
 from .conftest import ROOT

@@ -6,7 +6,9 @@ NULL/zero/NaN vectors never rank; incremental index updates agree. The hybrid fu
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -15,7 +17,9 @@ import pyarrow as pa
 import pytest
 
 from recall_shim import MemoryStore, RecalledMemory
-from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
+from recall_shim.serving import reader as reader_module
+from recall_shim.serving.index import SnapshotIndex, index_dir
+from recall_shim.serving.index_build import build_index
 
 from .conftest import DEMO_LOG
 
@@ -259,3 +263,29 @@ def test_incremental_index_reuses_unchanged_rows_and_equals_a_full_build(tmp_pat
     picks = (0, 1, 2, edited, len(nxt["memory_id"]) - 1, 300, 2450)
     queries = np.array([nxt["embedding"][i] for i in picks], dtype=np.float64)
     assert check_all(store, second, queries) > 500
+
+
+def test_a_settled_reader_stats_instead_of_listing_and_still_sees_the_next_snapshot(
+        tmp_path: Path, template: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = synthetic_rows(6)
+    store, first = make_store(tmp_path, template, rows, nprobe=10_000)
+    listings: list[int] = []
+    real = reader_module.ready_snapshots
+    monkeypatch.setattr(reader_module, "ready_snapshots", lambda paths: listings.append(1) or real(paths))
+    past = time.time() - 5  # the folder's last change is older than the clock-tick allowance
+    os.utime(store.paths.serving, (past, past))
+    q = [rows["embedding"][0]]
+    store.recall_many(q, user_id="big", top_k=3, min_sim=-1, record_access=False)
+    listed = len(listings)
+    for _ in range(5):
+        store.recall_many(q, user_id="big", top_k=3, min_sim=-1, record_access=False)
+    assert len(listings) == listed, "a reader with nothing new listed the serving folder again"
+    # a new snapshot (and its index) changes the folder's mtime: the next recall serves it
+    nxt = dict(rows, strength=[round(s * 0.5, 3) for s in rows["strength"]])
+    second = write_snapshot(store.paths.serving / "snap-20260102T000000000000-test0006.duckdb", nxt, template,
+                            min_rows=1000, lists_per_sqrt=1.0, nprobe=10_000)
+    build_index(second, index_dir(first))
+    got = store.recall_many(q, user_id="big", top_k=3, min_sim=-1, record_access=False)[0]
+    assert store.snapshot_path == second and len(listings) > listed
+    strength = dict(zip(nxt["memory_id"], nxt["strength"]))
+    assert got and all(h.strength == strength[h.memory_id] for h in got)

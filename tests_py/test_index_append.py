@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from recall_shim import MemoryStore
-from recall_shim.serving.index import SnapshotIndex, build_index, index_dir
+from recall_shim.serving.index import SnapshotIndex, index_dir
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.index_heavy import PAYLOAD, PAYLOAD_END, VECTORS
 
 from .test_index import DIM, check_all, synthetic_rows, template, vector_store, write_snapshot  # noqa: F401

@@ -16,7 +16,8 @@ import pytest
 
 from recall_shim import MemoryStore
 from recall_shim.common.embedding import embed_texts
-from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.index import index_dir
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import build_term_postings
 from recall_shim.serving.terms_reuse import ARRAYS
 

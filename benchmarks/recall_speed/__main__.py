@@ -42,7 +42,8 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.hybrid import fusion_of
-from recall_shim.serving.index import build_index, index_dir
+from recall_shim.serving.index import index_dir
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.snapshot import connect_snapshot
 from recall_shim.serving.terms import TermPostings, build_term_postings, tokenize
 

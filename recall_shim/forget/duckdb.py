@@ -26,20 +26,19 @@ catalog and file paths are quoted into SQL text.
 
 from __future__ import annotations
 
-import getpass
-import json
-import os
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
 
 from recall_shim.errors import InvalidInput, StorageFailure, StoreBusy
-from recall_shim.forget.journal import (append_audit_once, clear_journal, fsync_dir, load_journal, prune_temp_files,
-                              save_journal, storage_errors)
+from recall_shim.forget.journal import (append_audit_once, clear_journal, load_journal, prune_temp_files, save_journal,
+                                        storage_errors)
+from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor,
+                                       memory_owner)
+from recall_shim.forget.landing import purge_landing
 from recall_shim.forget.serving import compact, purge_serving
 from recall_shim.write.landing import utc_now_iso, write_landing_file
 from recall_shim.common.locks import file_lock, try_file_lock
@@ -47,75 +46,12 @@ from recall_shim.common.paths import StorePaths
 from recall_shim.common.sql import sql_ident
 from recall_shim.forget.tombstones import message_tombstones, tombstones
 
-ACTOR_ENV = "AGENT_MEMORY_ACTOR"
-ID_COLUMNS = ("memory_id", "message_id", "landing_id")
 # Tables with these columns (the incremental int_memory_candidates and int_memories_consolidated)
 # lose all rows of a forgotten memory's owner; the next build rebuilds that user from its
 # extractions, so merged mentions, provenance and supersession are as if the memory never was.
 REBUILT_COLUMNS = frozenset({"candidate_id", "candidate_ids"})
 # Rebuilt from the tombstone files on every build; never purged by a forget.
 KEEP_TABLES = frozenset({"stg_forget_requests"})
-
-
-@dataclass(frozen=True)
-class ForgetReport:
-    """What one ``forget`` did. ``memories`` and ``messages`` count the distinct memories and
-    messages found and deleted (0 when nothing was stored), ``removed`` the rows deleted per
-    relation or landing folder; ``housekeeping`` what was cleaned up besides (superseded
-    snapshots, temporary files, dbt's target/ and logs/, the fresh index's size), never counted
-    as removed."""
-
-    audit_id: str
-    scope: str
-    user_id: str | None
-    memory_id: str | None
-    actor: str
-    forgotten_at: str
-    found: bool
-    memories: int
-    messages: int
-    removed: dict[str, int] = field(default_factory=dict)
-    housekeeping: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ForgetTargets:
-    scope: str
-    user_id: str | None          # user scope: the user; memory scope: the owner (if known)
-    memory_ids: set[str]
-    message_ids: set[str]        # message_ids of user_id's rows only (a message is (user_id, message_id))
-    landing_ids: set[str]
-    # message_ids of the user's rows found only in the landing files (tombstoned against replays)
-    landed_message_ids: set[str] = field(default_factory=set)
-
-
-def _user_matches(value: Any, user_id: str) -> bool:
-    # the same rule as the SQL below and macros/data_protection.sql: exact, or equal once spaces
-    # are trimmed (rows rejected as invalid_user_id for surrounding spaces go too)
-    return isinstance(value, str) and (value == user_id or value.strip(" ") == user_id)
-
-
-def check_forget_id(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{name} must be a non-empty string")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{name} is not valid Unicode (lone surrogate)") from None
-    return value
-
-
-def default_actor() -> str:
-    env = os.environ.get(ACTOR_ENV)
-    if env:
-        return env
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in this environment
-        return "unknown"
 
 
 # --- the warehouse ----------------------------------------------------------------------------
@@ -184,12 +120,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
         return t, False
     tables = _tables(con)
     owners = _ids(con, tables, "user_id", "memory_id", [memory_id])
-    if len(owners) > 1:
-        raise InvalidInput(f"memory {memory_id!r} has several owners in the warehouse: {sorted(owners)}")
-    owner = next(iter(owners), None)
-    if user_id is not None and owner is not None and owner != user_id:
-        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
-    t.user_id = owner if owner is not None else user_id
+    t.user_id = memory_owner(memory_id, owners, user_id, "warehouse")
     if t.user_id is None:
         return t, False
     t.message_ids = _ids(con, tables, "source_message_ids", "memory_id", [memory_id], user=t.user_id)
@@ -205,7 +136,7 @@ def _find_targets(con: duckdb.DuckDBPyConnection | None, user_id: str | None,
                 [sorted(t.message_ids), t.user_id],
             ).fetchall()
             t.memory_ids.update(r[0] for r in rows)
-    return t, owner is not None
+    return t, bool(owners)
 
 
 def _load_targets(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> None:
@@ -263,91 +194,6 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> dict[str, 
         if count:
             removed[table] = count
     return removed
-
-
-# --- landing files and snapshots -------------------------------------------------------------
-
-def _purge_landing(paths: StorePaths, t: ForgetTargets, forgotten_at: str,
-                   housekeeping: dict[str, int]) -> tuple[dict[str, int], set[str]]:
-    """Rewrite every landing file without the targets' rows; returns rows removed per folder and
-    the message ids among them. Safe to repeat: a user's rows landed after ``forgotten_at`` (the
-    user came back after the forget) are kept, so a resumed forget removes what the first run
-    would have. Caller holds the exclusive write lock."""
-    removed = {"landing:messages": 0, "landing:access": 0}
-    message_ids: set[str] = set()
-
-    def later(rec: dict[str, Any], stamp: str) -> bool:
-        value = rec.get(stamp)
-        return isinstance(value, str) and value > forgotten_at
-
-    def drop_message(rec: dict[str, Any]) -> bool:
-        # only rows of the user (a memory's owner): message ids are unique per user, not globally
-        if not _user_matches(rec.get("user_id"), t.user_id or ""):
-            return False
-        if t.scope == "user" and later(rec, "landed_at"):
-            return False  # the user came back after the forget
-        mid = rec.get("message_id")
-        if t.scope == "user":
-            if isinstance(mid, str) and mid.strip() and mid.strip() not in t.message_ids:
-                t.landed_message_ids.add(mid.strip())
-            return True
-        return rec.get("landing_id") in t.landing_ids or (isinstance(mid, str) and mid.strip() in t.message_ids)
-
-    def drop_access(rec: dict[str, Any]) -> bool:
-        if not _user_matches(rec.get("user_id"), t.user_id or ""):
-            return False
-        if t.scope == "user":
-            return not later(rec, "accessed_at")
-        return rec.get("memory_id") in t.memory_ids
-
-    for folder, key, drop in ((paths.messages, "landing:messages", drop_message),
-                              (paths.access, "landing:access", drop_access)):
-        if not folder.is_dir():
-            continue
-        changed = False
-        for f in sorted(folder.iterdir()):
-            if f.name.startswith(".") and ".tmp" in f.name:
-                # a writer that died before its rename (never acknowledged, never loaded), or this
-                # forget's own copy from an interrupted run
-                f.unlink(missing_ok=True)
-                housekeeping["landing:stale_tmp_files"] = housekeeping.get("landing:stale_tmp_files", 0) + 1
-                changed = True
-                continue
-            if f.name == paths.layout.empty_marker or not f.name.endswith(".jsonl") or not f.is_file():
-                continue
-            kept: list[bytes] = []
-            dropped = 0
-            for line in f.read_bytes().splitlines(keepends=True):
-                try:
-                    rec = json.loads(line) if line.strip() else None
-                except ValueError:
-                    rec = None
-                if isinstance(rec, dict) and drop(rec):
-                    dropped += 1
-                    if key == "landing:messages" and isinstance(rec.get("message_id"), str):
-                        message_ids.add(rec["message_id"].strip())
-                else:
-                    kept.append(line)
-            if not dropped:
-                continue
-            removed[key] += dropped
-            changed = True
-            if kept:
-                tmp = folder / f".{f.name}.forget.tmp"
-                try:
-                    with storage_errors(f"cannot rewrite the landing file {f.name}"):
-                        with open(tmp, "wb") as fh:
-                            fh.write(b"".join(kept))
-                            fh.flush()
-                            os.fsync(fh.fileno())
-                        os.replace(tmp, f)
-                finally:
-                    tmp.unlink(missing_ok=True)
-            else:
-                f.unlink()
-        if changed:
-            fsync_dir(folder)
-    return removed, message_ids
 
 
 # --- the operation ---------------------------------------------------------------------------
@@ -454,7 +300,7 @@ def _run_journal(paths: StorePaths, journal: dict[str, Any]) -> ForgetReport:
         with file_lock(paths.write_lock, exclusive=True):
             with storage_errors("cannot write the forget tombstone"):
                 _tombstone(paths, journal, t)
-            landed, landed_ids = _purge_landing(paths, t, journal["forgotten_at"], housekeeping)
+            landed, landed_ids = purge_landing(paths, t, journal["forgotten_at"], housekeeping)
             # ids met only in the landing files (not built yet): tombstoned against replays too
             with storage_errors("cannot write the forget tombstone"):
                 write_landing_file(paths.forget, message_tombstones(

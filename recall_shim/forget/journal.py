@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import duckdb
 
+from recall_shim.common.durable import fsync_dir
 from recall_shim.errors import StorageFailure
 from recall_shim.common.locks import try_file_lock
 from recall_shim.common.paths import StorePaths
@@ -42,14 +43,6 @@ def storage_errors(what: str) -> Iterator[None]:
         raise StorageFailure(f"{what}: {exc.strerror or exc}") from None
     except (duckdb.IOException, duckdb.FatalException) as exc:
         raise StorageFailure(f"{what}: {exc}") from None
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

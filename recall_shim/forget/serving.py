@@ -11,8 +11,9 @@ from typing import Callable
 
 import duckdb
 
-from recall_shim.forget.journal import FORGET_TMP, fsync_dir, storage_errors, write_atomic
-from recall_shim.serving.index import build_index
+from recall_shim.common.durable import fsync_dir
+from recall_shim.forget.journal import FORGET_TMP, storage_errors, write_atomic
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import build_term_postings
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.paths import StorePaths

@@ -1,8 +1,8 @@
 """Indexed recall: a sidecar beside each published snapshot that answers the vector leg of recall
 in about a millisecond at a million memories, with the compiled statement's exact semantics.
 
-Layout: ``snap-X.duckdb`` gets ``snap-X.index/`` (written to a temporary folder, then renamed, so a
-reader sees a whole index or none). Rows are the snapshot's current memories sorted by
+Layout: ``snap-X.duckdb`` gets ``snap-X.index/`` (written by recall_shim/serving/index_build.py to a
+temporary folder, then renamed, so a reader sees a whole index or none). Rows are the snapshot's current memories sorted by
 (user_id, id64), so one user's memories are one contiguous block:
 
     meta.json          format, dim, kinds, settings, per-user IVF files
@@ -34,7 +34,7 @@ outsider; once that is below the k-th score, the
 answer is exact up to the IVF's probe recall (measured: benchmarks/recall_speed). Past
 ``max_share`` of the block it falls back to the exact scan.
 
-Incremental (O(new) except the small light arrays): the builder links the previous folder's heavy
+Incremental (O(new) except the small light arrays): the builder (index_build.py) links the previous folder's heavy
 files and appends only new and changed rows; a big user's IVF file is linked as is and its new or
 changed rows form a tail, until tail + dropped pass ``tail_share`` of the IVF (then it is updated,
 or retrained once the user grew ``retrain_growth`` times). A fresh heavy generation (compaction) is
@@ -44,10 +44,7 @@ written on the first build, past ``compact_share`` dead heavy rows, or when the 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -56,9 +53,7 @@ import numpy as np
 
 from recall_shim.serving.formula import RecallFormula, near_top
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
-from recall_shim.serving.index_ivf import EMPTY_ROWS, build_user_ivf, valid_hits, load_faiss
-from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
-from recall_shim.serving.snapshot import connect_snapshot
+from recall_shim.serving.index_ivf import EMPTY_ROWS, valid_hits, load_faiss
 
 FORMAT = 2  # 2: append-only heavy files (vrow), IVF tails
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
@@ -111,101 +106,7 @@ def index_dir(snapshot: Path) -> Path:
     return snapshot.with_suffix(".index")
 
 
-# --- building -------------------------------------------------------------------------------
-
-CURRENT = "from long_term_memory where valid_to is null and user_id is not null"
-
-
-def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
-    """Write ``snap-X.index/`` for ``snapshot``, appending to ``previous``'s heavy files (an older
-    index folder) and reusing its big users' IVFs where it can. Returns what it did (for logs and
-    benchmarks)."""
-    faiss = load_faiss()
-    faiss.omp_set_num_threads(os.cpu_count() or 1)
-    started = time.monotonic()
-    final = index_dir(snapshot)
-    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    con = connect_snapshot(snapshot)
-    try:
-        settings = IndexSettings.from_snapshot(con)
-        dim = int(con.execute("select embedding_dim from recall_queries where query_name = 'recall'").fetchall()[0][0])
-        if not con.execute(f"select count(*) {CURRENT}").fetchall()[0][0]:
-            shutil.rmtree(tmp)
-            return {"rows": 0, "seconds": round(time.monotonic() - started, 3)}
-        prev_meta = _load_meta(previous) if previous is not None else None
-        reusable = (prev_meta is not None and previous is not None and prev_meta.get("dim") == dim
-                    and prev_meta.get("format") == FORMAT)
-        data = None
-        if reusable:
-            assert previous is not None and prev_meta is not None
-            data = read_snapshot_reusing(con, tmp, dim, CURRENT, previous, prev_meta, settings.compact_share)
-        if data is None:  # first build, compaction, other dimension: a fresh heavy generation
-            data = read_snapshot_full(con, tmp, dim, CURRENT)
-    finally:
-        con.close()
-    read_s = time.monotonic() - started
-    order = sorted(range(len(data["users"])), key=lambda i: data["users"][i].encode())  # for searchsorted
-    users = [data["users"][i] for i in order]
-    user_start, user_stop = data["starts"][order], data["stops"][order]
-    np.save(tmp / "users.npy", np.array([u.encode() for u in users], dtype=bytes))
-    np.save(tmp / "user_start.npy", np.stack([user_start, user_stop], axis=1))
-    np.save(tmp / "id64.npy", data["id64"].astype(np.int64))
-    np.save(tmp / "memory_id.npy", data["memory_id"])
-    np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
-    np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
-    np.save(tmp / "question.npy", data["question"].astype(bool))
-    np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))
-    np.save(tmp / "norm.npy", data["norm"])
-    np.save(tmp / "vrow.npy", data["vrow"])
-    light_s = time.monotonic() - started - read_s
-
-    prefix: HeavyPrefix = data["heavy"]
-    heavy = HeavyReader(tmp, dim, prefix)
-    norm, vrow = data["norm"], data["vrow"]
-
-    def unit_rows(rows: np.ndarray) -> np.ndarray:
-        x = np.concatenate([heavy.rows(vrow[rows[a : a + 65_536]], mapped=False)
-                            for a in range(0, len(rows), 65_536)]) if len(rows) else np.zeros((0, dim), np.float32)
-        return x / norm[rows, None].astype(np.float32)
-
-    big: dict[str, dict[str, Any]] = {}
-    stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0,
-             "reused_rows": int(data["reused"]), "appended_rows": int(data["fresh"]),
-             "compacted": bool(data["compacted"]), "heavy_rows": prefix.rows, "linked_ivf": 0, "tail_rows": 0}
-    try:
-        for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
-            if hi - lo <= settings.min_rows:
-                continue
-            old = prev_meta["ivf"].get(str(user)) if reusable and prev_meta is not None else None
-            big[str(user)] = build_user_ivf(tmp, len(big), lo, hi, data, unit_rows, settings, dim,
-                                            previous if reusable else None, old, stats)
-            stats["indexed_users"] += 1
-    finally:
-        heavy.close()
-    meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"],
-            "settings": asdict(settings), "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    _fsync_tree(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    os.rename(tmp, final)
-    stats["seconds"] = round(time.monotonic() - started, 3)
-    stats["read_snapshot_seconds"] = round(read_s, 3)  # light columns + new rows (all rows when compacting)
-    stats["light_arrays_seconds"] = round(light_s, 3)  # O(store) but small: the per-row arrays
-    return stats
-
-
-def _fsync_tree(folder: Path) -> None:
-    for p in folder.iterdir():
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _load_meta(folder: Path | None) -> dict[str, Any] | None:
+def load_meta(folder: Path | None) -> dict[str, Any] | None:
     try:
         return json.loads((folder / "meta.json").read_text()) if folder is not None else None
     except (FileNotFoundError, json.JSONDecodeError):
@@ -218,7 +119,7 @@ class SnapshotIndex:
     """A loaded sidecar index: arrays memory-mapped, a user's IVF read into RAM on first use."""
 
     def __init__(self, folder: Path, formula: RecallFormula | None = None) -> None:
-        meta = _load_meta(folder)
+        meta = load_meta(folder)
         if meta is None or meta.get("format") != FORMAT:
             raise FileNotFoundError(f"no usable index in {folder}")
         # the score to rank by: the snapshot's (the reader passes the one it compiled; FormulaError,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -17,7 +18,8 @@ from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomple
 from recall_shim.forget.journal import pending_forget, prune_temp_files
 from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
-from recall_shim.serving.index import Hit, SnapshotIndex, build_index, index_dir
+from recall_shim.serving.index import Hit, SnapshotIndex, index_dir
+from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import build_term_postings
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.snapshot import connect_snapshot, snapshot_layers
@@ -28,6 +30,9 @@ from recall_shim.serving.snapshot import connect_snapshot, snapshot_layers
 INDEXED_FUSION = "vector"
 # how often a reader lists the published snapshots again when all it listed went meanwhile
 REFRESH_ATTEMPTS = 5
+# A folder's mtime has the clock's tick as its resolution: a change in the tick of a listing can
+# leave the mtime as it was, so a listing is trusted unchanged only once its mtime is this old.
+SETTLED_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -164,8 +169,24 @@ class SnapshotReader:
     _index_tried: bool = False  # an index folder was there for this snapshot (used or not)
     _hybrid: HybridSearcher | None = None  # the hybrid fusions from the index (None: compiled)
     _recall_row: dict[str, Any] = field(default_factory=dict)  # the snapshot's recall_queries rows
+    _settled: int | None = None  # mtime of the serving folder when nothing was left to look for
 
     def refresh(self) -> None:
+        """Serve the newest complete snapshot. Publishing, pruning and forgetting all add or
+        remove files of the serving folder, so an unchanged folder mtime (a stat, not a listing)
+        means nothing to do once the snapshot and its index are open."""
+        try:
+            mtime: int | None = os.stat(self.paths.serving).st_mtime_ns
+        except OSError:
+            mtime = None
+        if mtime is not None and mtime == self._settled and self._con is not None:
+            return
+        self._refresh()
+        if mtime is not None and self._index_tried and time.time_ns() - mtime > SETTLED_NS:
+            self._settled = mtime
+
+    def _refresh(self) -> None:
+        self._settled = None
         ready = ready_snapshots(self.paths)
         if not ready:
             raise StoreNotBuilt(

@@ -10,7 +10,6 @@ listed in ``serving_layers`` under its alias; then every statement that reads
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from recall_shim.common.durable import fsync_dir, fsync_path
 from recall_shim.errors import InvalidInput, SnapshotIncomplete, StorageFailure
 from recall_shim.common.paths import StorePaths, project_vars
 from recall_shim.common.sql import sql_ident, sql_literal
@@ -75,18 +75,10 @@ def sync_manifest(paths: StorePaths) -> None:
     does not fsync it); a missing manifest is left alone."""
     serving = paths.serving
     try:
-        fd = os.open(serving / paths.layout.manifest, os.O_RDONLY)
+        fsync_path(serving / paths.layout.manifest)
     except FileNotFoundError:
         return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    dfd = os.open(serving, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(serving)
 
 
 def published_snapshot(paths: StorePaths, dbt_target: Path) -> Path | None:

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import regex
 
+from recall_shim.common.durable import fsync_files
 from recall_shim.serving.index import index_dir
 from recall_shim.serving.snapshot import connect_snapshot
 from recall_shim.serving.terms_reuse import FORMAT, Reuse, lexicon_key, plan_reuse, row_users
@@ -82,12 +83,7 @@ def build_term_postings(snapshot: Path, previous: Path | None = None) -> dict[st
     out.update(format=FORMAT, lexicon=lexicon, max_term_bytes=MAX_TERM_BYTES, incremental=plan is not None,
                read_seconds=round(read_s, 3), seconds=round(time.monotonic() - started, 3))
     (tmp / "meta.json").write_text(json.dumps(out))
-    for p in tmp.iterdir():
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fsync_files(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
     return out

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import (DBT_PLAIN_OUTPUT, AccessNotRecorded, BuildFailed, InvalidInput, InvalidQuery,
-                                 StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
+from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, AccessNotRecorded, BuildFailed, InvalidInput,
+                                 InvalidQuery, StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
 from recall_shim.build.inputs import UNCHANGED_NOTE, drop_build_record, inputs_before, record_build, unchanged_since_last_build
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
@@ -147,6 +147,8 @@ class MemoryStore(Store):
             args += ["--vars", json.dumps(dict(vars))]
         if select:
             args += ["--select", select]
+        elif command == "build":
+            args += STORE_BUILD_EXCLUDES
         env = dict(os.environ)
         env.update({
             DEFAULT_DB_ENV: str(self.paths.db),

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from recall_shim.errors import InvalidInput
-from recall_shim.forget.duckdb import ID_COLUMNS, ForgetReport, check_forget_id, ForgetTargets, default_actor
+from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor,
+                                       memory_owner)
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
 from recall_shim.targets.postgres.build_lock import LOCK_TABLE, BuildLock
@@ -97,12 +98,7 @@ def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
         return t, bool(t.memory_ids or t.message_ids or t.landing_ids)
     t = ForgetTargets("memory", None, {memory_id}, set(), set())
     owners = _ids(cur, schema, tables, "user_id", "memory_id", {memory_id})
-    if len(owners) > 1:
-        raise InvalidInput(f"memory {memory_id!r} has several owners in the store: {sorted(owners)}")
-    owner = next(iter(owners), None)
-    if user_id is not None and owner is not None and owner != user_id:
-        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
-    t.user_id = owner if owner is not None else user_id
+    t.user_id = memory_owner(memory_id, owners, user_id, "store")
     if t.user_id is None:
         return t, False
     t.message_ids = _ids(cur, schema, tables, "source_message_ids", "memory_id", {memory_id}, user=t.user_id)
@@ -117,7 +113,7 @@ def _find_targets(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
                 " and source_message_ids::text[] <@ %s::text[]",
                 [t.user_id, sorted(t.message_ids)]).fetchall()
             t.memory_ids.update(r[0] for r in rows)
-    return t, owner is not None
+    return t, bool(owners)
 
 
 def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]],

