@@ -61,3 +61,73 @@ ln(1 + ({{ n_docs }} - {{ df }} + 0.5) / ({{ df }} + 0.5))
     * ({{ tf }} * ({{ k1 }} + 1))
     / ({{ tf }} + {{ k1 }} * (1 - {{ b }} + {{ b }} * {{ doc_len }} / nullif({{ avg_doc_len }}, 0)))
 {%- endmacro %}
+
+{#- memory_term_index's rows (one per (memory_id, term): tf, doc_len) of the memories relation
+    (memory_id, user_id, content, consolidated_at), by the tokenize macro. Shared by the model
+    and the hot tail's statement (macros/tail.sql). -#}
+{% macro memory_term_rows(memories) -%}
+with tokens as (
+    select
+        memory_id,
+        user_id,
+        consolidated_at,
+        {{ tokenize('content') }} as terms
+    from {{ memories }}
+),
+
+per_term as (
+    select
+        memory_id,
+        user_id,
+        consolidated_at,
+        unnest(terms) as term,
+        {{ list_length('terms') }} as doc_len
+    from tokens
+)
+
+select
+    memory_id || ':' || term as term_entry_id,
+    memory_id,
+    user_id,
+    term,
+    count(*) as tf,
+    any_value(doc_len) as doc_len,
+    any_value(consolidated_at) as consolidated_at
+from per_term
+group by memory_id, user_id, term
+{%- endmacro %}
+
+{#- memory_term_stats' rows (one per (user_id, term): df, n_docs, avg_doc_len) over index_rows
+    (memory_term_index rows: memory_id, user_id, term, doc_len) of whole users; computed_at is
+    a SQL timestamp expression. Shared by the model and the hot tail, which recomputes a user's
+    statistics over the snapshot's and the tail's rows (macros/tail.sql). -#}
+{% macro memory_term_stats_rows(index_rows, computed_at) -%}
+with docs as (
+    select
+        user_id,
+        count(distinct memory_id) as n_docs,
+        avg(doc_len) as avg_doc_len
+    from (select distinct user_id, memory_id, doc_len from {{ index_rows }}) as per_doc
+    group by user_id
+),
+
+dfs as (
+    select
+        user_id,
+        term,
+        count(*) as df
+    from {{ index_rows }}
+    group by user_id, term
+)
+
+select
+    dfs.user_id || ':' || dfs.term as term_stat_id,
+    dfs.user_id,
+    dfs.term,
+    dfs.df,
+    docs.n_docs,
+    docs.avg_doc_len,
+    {{ computed_at }} as computed_at
+from dfs
+inner join docs using (user_id)
+{%- endmacro %}

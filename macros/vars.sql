@@ -81,6 +81,7 @@
       'recall_min_sim': {'kind': 'number', 'min': -1, 'max': 1},
       'recall_max_top_k': {'kind': 'number', 'integer': true, 'min': 1, 'max': 100000},
       'recall_episodes_by_default': {'kind': 'bool'},
+      'hot_tail': {'kind': 'bool'},
       'recall_max_query_chars': {'kind': 'number', 'integer': true, 'min': 1, 'max': big},
       'retention_days': {'kind': 'number', 'integer': true, 'min': 0, 'max': 1000000, 'nullable': true},
       'retention_action': {'kind': 'choice', 'allowed': ['archive', 'drop']},

@@ -7,8 +7,8 @@ recalls for it (docs/agent_integration.md "LangGraph").
     memory = MemoryStore("data/agent_memory.duckdb")
     store = AgentMemoryStore(memory)                 # graph.compile(store=store)
     store.put(("memories", "alice"), "k1", {"content": "I'm allergic to peanuts"})
-    store.build()                                    # new items are recallable after a build
-    store.search(("memories", "alice"), query="what can't I eat?")
+    store.search(("memories", "alice"), query="what can't I eat?")   # at once (the hot tail)
+    store.build()                                    # get / search without a query: after a build
 
 Mapping (what BaseStore semantics cannot map exactly is said here and in the docs):
 
@@ -18,7 +18,9 @@ Mapping (what BaseStore semantics cannot map exactly is said here and in the doc
   (``role`` and ``session_id`` are read from the value too; other keys are not kept), else the
   whole value as JSON text. The key is the message id, so keys are unique store-wide. The store
   is append-only: a key that was put before is refused (delete it and put a new key);
-- items are recallable after a build (``build()``, a scheduled ``agent-memory build``);
+- items are recallable by ``search`` with a query at once (the store's hot tail, docs/serving.md
+  "Hot tail"); ``get`` and ``search`` without a query read what a build made (``build()``, a
+  scheduled ``agent-memory build``);
 - ``search`` with a query is a recall (by default logged as an access, which reinforces the
   memory: a search on the agent's prompt path is use); without a query it lists the scope's
   current memories, strongest first. Results are memories: their key is a memory id;

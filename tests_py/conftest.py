@@ -23,7 +23,7 @@ SLOW_FIRST = (
     "test_security_disk_failures.py", "test_serving_layers.py", "test_security_races.py",
     "test_incremental.py", "test_retention.py", "test_hybrid_index.py", "test_postgres.py",
     "test_crash_safety.py", "test_forget.py", "test_llm_extraction.py", "test_index_append.py",
-    "test_terms_incremental.py", "test_postgres_serving.py", "test_server.py", "test_index.py",
+    "test_terms_incremental.py", "test_postgres_serving.py", "test_server.py", "test_hot_tail.py", "test_index.py",
     "test_security_forget_scope.py", "test_concurrency.py", "test_postgres_index.py",
 )
 

@@ -64,7 +64,7 @@ select
     m.valid_to,
     s.strength_as_of,
     m.embedding_form,
-    m.kind = 'episode' and {{ regexp_search('m.content', "'[?？]\\s*$'") }} as is_question,
+    {{ is_question_memory('m.kind', 'm.content') }} as is_question,
     {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
     p.session_ids,
     p.agent_ids,

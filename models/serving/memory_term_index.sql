@@ -32,35 +32,8 @@ with memories as (
             or not exists (select 1 from {{ this }} as t where t.memory_id = c.memory_id)
         )
     {% endif %}
-),
-
-tokens as (
-    select
-        memory_id,
-        user_id,
-        consolidated_at,
-        {{ tokenize('content') }} as terms
-    from memories
-),
-
-per_term as (
-    select
-        memory_id,
-        user_id,
-        consolidated_at,
-        unnest(terms) as term,
-        {{ list_length('terms') }} as doc_len
-    from tokens
 )
 
-select
-    memory_id || ':' || term as term_entry_id,
-    memory_id,
-    user_id,
-    term,
-    count(*) as tf,
-    any_value(doc_len) as doc_len,
-    any_value(consolidated_at) as consolidated_at
-from per_term
-group by memory_id, user_id, term
+select *
+from ({{ memory_term_rows('memories') }}) as term_rows
 order by user_id, term

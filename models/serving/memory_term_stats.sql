@@ -26,34 +26,9 @@ with index_rows as (
             where r.retention_action != 'keep'
         )
     {% endif %}
-),
-
-docs as (
-    select
-        user_id,
-        count(distinct memory_id) as n_docs,
-        avg(doc_len) as avg_doc_len
-    from (select distinct user_id, memory_id, doc_len from index_rows) as per_doc
-    group by user_id
-),
-
-dfs as (
-    select
-        user_id,
-        term,
-        count(*) as df
-    from index_rows
-    group by user_id, term
 )
 
-select
-    dfs.user_id || ':' || dfs.term as term_stat_id,
-    dfs.user_id,
-    dfs.term,
-    dfs.df,
-    docs.n_docs,
-    docs.avg_doc_len,
-    {{ "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" }} as computed_at
-from dfs
-inner join docs using (user_id)
-order by dfs.user_id, dfs.term
+select *
+{%- set computed_at = "'" ~ run_started_at.strftime("%Y-%m-%d %H:%M:%S.%f") ~ "'::timestamp" %}
+from ({{ memory_term_stats_rows('index_rows', computed_at) }}) as stats
+order by user_id, term

@@ -11,6 +11,18 @@
     ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
      '$1 text VARCHAR'),
 ] -%}
+{#- the hot tail's statements (macros/tail.sql, docs/serving.md "Hot tail"): DuckDB only -#}
+{%- if target.type == 'duckdb' and bool_var('hot_tail') -%}
+{%- do statements.extend([
+    ('tail_seeds', tail_seeds_sql(), 'creates the seed tables the tail extraction reads'),
+    ('tail_rows', tail_rows_sql(), 'reads relation tail_messages (session_log columns as landed)'),
+    ('tail_extractions', tail_extractions_sql(), 'reads relation tail_new_rows (tail_rows rows) and the seed tables'),
+    ('tail_memories', tail_memories_sql(), '$1 as_of TIMESTAMP; reads relations tail_rows and tail_extractions'),
+    ('tail_terms', tail_terms_sql(), 'reads relation tail_memory_rows (memory_id, user_id, content)'),
+    ('tail_term_stats', tail_term_stats_sql(), 'reads relation tail_term_rows (memory_term_index rows of the tail users)'),
+    ('tail_merged', tail_merged_sql(), 'reads relations tail_candidates and tail_prior_memories'),
+]) -%}
+{%- endif -%}
 
 {#- the recall score rendered for numpy (macros/recall.sql recall_formula_numpy): the serving index
     and the PostgreSQL HNSW path evaluate these, so the score is written once -#}

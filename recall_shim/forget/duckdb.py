@@ -29,7 +29,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import duckdb
 
@@ -199,11 +199,13 @@ def _delete_rows(con: duckdb.DuckDBPyConnection, t: ForgetTargets) -> dict[str, 
 # --- the operation ---------------------------------------------------------------------------
 
 def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | None = None,
-           actor: str | None = None) -> ForgetReport:
+           actor: str | None = None, unbuilt: tuple[str, Sequence[str]] | None = None) -> ForgetReport:
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
     forever, with its source messages) in every file of the store. An interrupted forget (of
     this request or another) is completed first; rerunning an interrupted request completes it
-    and reports it (one audit line)."""
+    and reports it (one audit line). ``unbuilt``: (owner, source message ids) of a memory the
+    hot tail made from messages no build loaded yet (recall_shim/serving/tail.py), whose rows
+    are only in the landing files."""
     if user_id is None and memory_id is None:
         raise InvalidInput("forget needs user_id or memory_id")
     if user_id is not None:
@@ -219,7 +221,7 @@ def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | No
             report = _run_journal(paths, pending)
             if (pending["requested_user_id"], pending["memory_id"]) == (user_id, memory_id):
                 return report  # this very request, interrupted before: now completed
-        return _run_journal(paths, _begin(paths, user_id, memory_id, who))
+        return _run_journal(paths, _begin(paths, user_id, memory_id, who, unbuilt))
 
 
 def complete_pending_forget(paths: StorePaths, *, lock: str) -> ForgetReport | None:
@@ -238,7 +240,8 @@ def complete_pending_forget(paths: StorePaths, *, lock: str) -> ForgetReport | N
         return complete_pending_forget(paths, lock="held") if held else None
 
 
-def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: str) -> dict[str, Any]:
+def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: str,
+           unbuilt: tuple[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Find the targets and write the journal (the intent) before anything is purged."""
     con = _open_rw(paths.db) if paths.db.exists() else None
     try:
@@ -246,6 +249,10 @@ def _begin(paths: StorePaths, user_id: str | None, memory_id: str | None, who: s
     finally:
         if con is not None:
             con.close()
+    if unbuilt is not None and targets.scope == "memory" and targets.user_id in (None, unbuilt[0]):
+        targets.user_id = unbuilt[0]  # its source messages are landed, not built yet: purged from the files
+        targets.message_ids.update(unbuilt[1])
+        found = True
     with file_lock(paths.write_lock, exclusive=True):  # forgotten_at: after every acknowledged row
         journal: dict[str, Any] = {
             "audit_id": uuid.uuid4().hex, "tombstone_id": uuid.uuid4().hex, "scope": targets.scope,

@@ -166,7 +166,7 @@ class MemoryService:
         kwargs = {k: v for k, v in fields.items() if v is not None}
         message_id = self.store.remember(user_id, content, **kwargs)
         return {"message_id": message_id, "landed": True,
-                "note": "durable now; recallable after the next build"}
+                "note": "durable now; recallable at once (hot tail)"}
 
     def ingest(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows:

@@ -274,6 +274,12 @@ class SnapshotReader:
     def snapshot_path(self) -> Path | None:
         return self._path
 
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The open connection of the newest snapshot (refreshed first); valid until the next refresh."""
+        self.refresh()
+        assert self._con is not None
+        return self._con
+
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
@@ -368,21 +374,8 @@ class SnapshotReader:
                     pass  # e.g. rrf for a user with an IVF: the compiled statement answers
             else:
                 return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
-        rows = self._con.execute(
-            self._settings.sql_text,
-            [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
-             None if kinds is None else list(kinds),
-             list(texts) if texts is not None else [None] * len(vectors), agent_id, session_id],
-        ).fetchall()
-        out: list[list[RecalledMemory]] = [[] for _ in vectors]
-        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
-            if any(not math.isfinite(x) for x in (sim, strength, score)):
-                continue
-            out[intent_id - 1].append(
-                RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
-                               list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0))
-            )
-        return out
+        return run_compiled(self._con, self._settings.sql_text, user_id, vectors, top_k, min_sim, kinds, texts,
+                            agent_id, session_id)
 
     def _run_indexed(
         self,
@@ -412,6 +405,23 @@ class SnapshotReader:
         found = self._hybrid.search(self._con, user_id, np.asarray(vectors, dtype=np.float64), texts, int(top_k),
                                     float(min_sim), kinds)
         return _recalled(index, found)
+
+
+def run_compiled(con: duckdb.DuckDBPyConnection, sql_text: str, user_id: str, vectors: Sequence[Sequence[float]],
+                 top_k: int, min_sim: float, kinds: Sequence[str] | None, texts: Sequence[str | None] | None,
+                 agent_id: str | None, session_id: str | None) -> list[list[RecalledMemory]]:
+    """Run a compiled recall statement (recall_queries 'recall') on ``con`` with bound parameters."""
+    rows = con.execute(sql_text, [user_id, [list(v) for v in vectors], int(top_k), float(min_sim),
+                                  None if kinds is None else list(kinds),
+                                  list(texts) if texts is not None else [None] * len(vectors), agent_id,
+                                  session_id]).fetchall()
+    out: list[list[RecalledMemory]] = [[] for _ in vectors]
+    for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
+        if any(not math.isfinite(x) for x in (sim, strength, score)):
+            continue
+        out[intent_id - 1].append(RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
+                                                 list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0)))
+    return out
 
 
 def _recalled(index: SnapshotIndex, groups: list[list[Hit]]) -> list[list[RecalledMemory]]:

@@ -14,11 +14,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, AccessNotRecorded, BuildFailed, InvalidInput,
-                                 InvalidQuery, StorageFailure, StoreBusy, plain_text)
+                                 InvalidQuery, StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
 from recall_shim.build.inputs import UNCHANGED_NOTE, drop_build_record, inputs_before, record_build, unchanged_since_last_build
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
@@ -33,6 +35,8 @@ from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_ar
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
 from recall_shim.serving.snapshot import published_snapshot
+from recall_shim.serving.tail import HotTail
+from recall_shim.serving.tail_files import landed_message_files, record_covered
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
@@ -54,7 +58,7 @@ class MemoryStore(Store):
     newest published snapshot read-only.
     """
 
-    def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, db: str | os.PathLike[str] | None = None, *, hot_tail: bool = True) -> None:
         self.paths = StorePaths.of(db if db is not None else default_db())
         try:
             self.paths.ensure()
@@ -62,6 +66,8 @@ class MemoryStore(Store):
             warnings.warn(f"store {self.paths.db} is not writable: {exc.strerror or exc}", AccessNotRecorded,
                           stacklevel=2)
         self._reader = SnapshotReader(self.paths)
+        # messages landed since the newest snapshot, recallable before the next build (serving/tail.py)
+        self._tail = HotTail(self.paths) if hot_tail else None
 
     # --- writing -------------------------------------------------------------------------
     def remember(
@@ -163,6 +169,7 @@ class MemoryStore(Store):
             if unchanged is not None:
                 return BuildResult(str(unchanged), UNCHANGED_NOTE, time.monotonic() - started, None, skipped=True)
             drop_build_record(self.paths)
+            landed = landed_message_files(self.paths)  # all of them are loaded by this build
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
@@ -176,6 +183,7 @@ class MemoryStore(Store):
                 index, note = update_index(self.paths, snap)
                 output += note
                 record_build(self.paths, before, snap)
+                record_covered(self.paths, snap, landed)
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {command} failed (exit {proc.returncode})", output)
@@ -237,11 +245,31 @@ class MemoryStore(Store):
             queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
             agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
-        results = self._reader.run(user_id, self._vectors(queries, vectors), k, ms, kinds, texts,
-                                   agent_id, session_id)
+        vecs = self._vectors(queries, vectors)
+        results = self._tail_recall(user_id, vecs, k, ms, kinds, texts, agent_id, session_id)
+        if results is None:
+            results = self._reader.run(user_id, vecs, k, ms, kinds, texts, agent_id, session_id)
         if record_access:
             self._record_access(user_id, results)
         return results
+
+    def _tail_recall(self, user_id: str, vectors: list[list[float]], k: int, ms: float, kinds: Sequence[str] | None,
+                     texts: list[str | None], agent_id: str | None,
+                     session_id: str | None) -> list[list[RecalledMemory]] | None:
+        """The answer over the snapshot and the hot tail when the user has tail memories, else None
+        (the snapshot alone answers). A tail that fails warns and leaves the snapshot's answer."""
+        if self._tail is None:
+            return None
+        try:
+            self._tail.sync(self._reader)
+            if not self._tail.serves(user_id):
+                return None
+            return self._tail.recall(self._reader, user_id, vectors, k, ms, kinds, texts, agent_id, session_id)
+        except (duckdb.Error, OSError, pa.ArrowException) as exc:
+            warnings.warn(f"the hot tail did not answer (recall served from the snapshot only): {exc}",
+                          RuntimeWarning, stacklevel=3)
+            self._tail.reset()
+            return None
 
     def _complete_pending_forget(self) -> None:
         """An interrupted forget is completed by the next reader that can take the build lock at
@@ -295,11 +323,25 @@ class MemoryStore(Store):
         is not a string raises InvalidId; one that breaks the rule is forgotten as given (rows
         landed before the rule may carry it)."""
         user_id = forget_id(user_id, "user_id")
-        return forget(self.paths, user_id=user_id, memory_id=memory_id, actor=actor)
+        unbuilt = None
+        if self._tail is not None and isinstance(memory_id, str):
+            try:  # a memory of the hot tail: its messages are only in the landing files yet
+                self._tail.sync(self._reader)
+                unbuilt = self._tail.unbuilt_memory(memory_id)
+            except (StoreNotBuilt, duckdb.Error, OSError):
+                unbuilt = None
+            if unbuilt is not None and user_id is not None and unbuilt[0] != user_id:
+                unbuilt = None
+        report = forget(self.paths, user_id=user_id, memory_id=memory_id, actor=actor, unbuilt=unbuilt)
+        if self._tail is not None:
+            self._tail.reset()  # re-read from the rewritten landing files and the new tombstones
+        return report
 
     @property
     def snapshot_path(self) -> Path | None:
         return self._reader.snapshot_path
 
     def close(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
         self._reader.close()

@@ -1,0 +1,216 @@
+"""Freshness of the hot tail over HTTP: ``python -m benchmarks.freshness [--rate 20] [--seconds 30]``.
+
+Builds a small store (--users users x --base messages each) in a temp folder, starts the real
+``agent-memory serve`` on 127.0.0.1 (bearer token) and runs two phases of --seconds each:
+
+  without writer  --readers threads recall random users' memories back to back
+  with writer     the same readers, plus a writer that remembers --rate messages per second
+                  (POST /remember, random users) and a checker that recalls each acknowledged
+                  message's user with the message's text until a result carries its message_id
+
+and prints the time from an acknowledged ``remember`` to the first recall that returns it
+(p50 / p99; goal p99 <= 2 s) and the readers' recall latency with vs without the writer (p50 /
+p99 and their ratios; goal within 1.5x). No build runs during the phases: every new message is
+served by the hot tail (docs/serving.md "Hot tail").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+THINGS = ("green tea", "jazz records", "mountain hiking", "spicy food", "dark mode", "python scripts",
+          "long walks", "board games", "sourdough bread", "old violins", "red canoes", "apple trees",
+          "chess openings", "night trains", "watercolour paintings", "vintage cameras")
+PLACES = ("Lisbon", "Oslo", "Kyoto", "Quito", "Tallinn", "Hobart", "Leipzig", "Porto", "Nairobi", "Austin")
+QUESTIONS = ("what does the user like?", "where has the user been?", "what hobbies does the user have?",
+             "what does the user do on weekends?", "which city did the user mention?")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sentence(rng: random.Random, n: int) -> str:
+    return (f"On trip {n} to {rng.choice(PLACES)} we talked about {rng.choice(THINGS)} and "
+            f"{rng.choice(THINGS)} until late, code word k{n:05d}.")
+
+
+def _quantiles(xs: list[float]) -> tuple[float, float]:
+    xs = sorted(xs)
+    return statistics.median(xs), xs[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]
+
+
+class _Readers:
+    """``n`` threads recalling random users back to back until stopped; latencies in seconds."""
+
+    def __init__(self, url: str, headers: dict[str, str], users: list[str], n: int, seed: int) -> None:
+        self.times: list[float] = []
+        self.errors = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(url, headers, users, seed + i), daemon=True)
+                         for i in range(n)]
+
+    def _run(self, url: str, headers: dict[str, str], users: list[str], seed: int) -> None:
+        rng = random.Random(seed)
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            while not self._stop.is_set():
+                body = {"user_id": rng.choice(users), "query": rng.choice(QUESTIONS), "top_k": 5, "min_sim": 0,
+                        "record_access": False}
+                t = time.perf_counter()
+                r = client.post("/recall", json=body)
+                self.times.append(time.perf_counter() - t)
+                if r.status_code != 200:
+                    self.errors += 1
+
+    def __enter__(self) -> "_Readers":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=120)
+
+
+def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: float, seconds: float,
+                  seed: int) -> tuple[list[float], int, int]:
+    """Remember at ``rate`` per second for ``seconds``; a checker recalls each acknowledged
+    message until it is returned. Returns (seconds to recallable per message, written, missed)."""
+    rng = random.Random(seed)
+    pending: list[tuple[str, str, str, float]] = []  # (message_id, user, content, acknowledged at)
+    lock = threading.Lock()
+    done = threading.Event()
+    fresh: list[float] = []
+
+    def check() -> None:
+        # one /recall-many per user with pending messages (their texts as the queries), so a round
+        # costs one request per user: the time measured is an upper bound (it includes the round)
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            while not (done.is_set() and not pending):
+                with lock:
+                    todo = list(pending)
+                if not todo:
+                    time.sleep(0.01)
+                    continue
+                by_user: dict[str, list[tuple[str, str, str, float]]] = {}
+                for item in todo:
+                    by_user.setdefault(item[1], []).append(item)
+                for user, items in by_user.items():
+                    items = items[:32]
+                    r = client.post("/recall-many", json={"user_id": user, "queries": [i[2] for i in items],
+                                                          "top_k": 3, "min_sim": 0, "record_access": False})
+                    now = time.monotonic()
+                    groups = r.json()["results"] if r.status_code == 200 else [[] for _ in items]
+                    for item, group in zip(items, groups):
+                        got = any(item[0] in m["source_message_ids"] for m in group)
+                        if got or now - item[3] > 60:
+                            with lock:
+                                pending.remove(item)
+                            if got:
+                                fresh.append(now - item[3])
+
+    checker = threading.Thread(target=check, daemon=True)
+    checker.start()
+    written = 0
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+        start = time.monotonic()
+        while (elapsed := time.monotonic() - start) < seconds:
+            due = start + written / rate
+            if due > time.monotonic():
+                time.sleep(due - time.monotonic())
+            user, content = rng.choice(users), _sentence(rng, 10_000 + written)
+            r = client.post("/remember", json={"user_id": user, "content": content, "session_id": "bench"})
+            acked = time.monotonic()
+            if r.status_code == 202:
+                with lock:
+                    pending.append((r.json()["message_id"], user, content, acked))
+            written += 1
+    done.set()
+    checker.join(timeout=180)
+    return fresh, written, written - len(fresh)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.freshness", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--users", type=int, default=20, help="users in the store (default 20)")
+    ap.add_argument("--base", type=int, default=50, help="messages per user built into the snapshot (default 50)")
+    ap.add_argument("--rate", type=float, default=20, help="writer: messages per second (default 20)")
+    ap.add_argument("--seconds", type=float, default=30, help="length of each phase (default 30)")
+    ap.add_argument("--readers", type=int, default=2, help="reader threads (default 2)")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    from recall_shim import MemoryStore
+
+    rng = random.Random(17)
+    users = [f"user{i:03d}" for i in range(args.users)]
+    with tempfile.TemporaryDirectory(prefix="freshness-") as tmp:
+        store = MemoryStore(Path(tmp) / "fresh.duckdb")
+        store.remember_many([{"user_id": u, "content": _sentence(rng, i * args.users + j), "session_id": "base",
+                              "msg_seq": i, "role": "user", "ts": "2026-12-01 10:00:00",
+                              "message_id": f"base-{u}-{i}"} for i in range(args.base) for j, u in enumerate(users)])
+        print(f"building the base store ({args.users} users x {args.base} messages) ...", flush=True)
+        t = time.monotonic()
+        store.build()
+        print(f"built in {time.monotonic() - t:.1f} s", flush=True)
+        port, token = _free_port(), secrets.token_urlsafe(16)
+        url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+        exe = str(Path(sys.executable).with_name("agent-memory"))
+        log = open(Path(tmp) / "server.log", "w")
+        proc = subprocess.Popen([exe, "serve", "--db", str(store.paths.db), "--port", str(port),
+                                 "--log-level", "warning"], env={**os.environ, "AGENT_MEMORY_TOKEN": token},
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(url + "/health", timeout=5).json().get("ready"):
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the server did not start: " + (Path(tmp) / "server.log").read_text())
+                time.sleep(0.2)
+            with _Readers(url, headers, users, 1, 1):
+                time.sleep(3)  # warm up
+            with _Readers(url, headers, users, args.readers, 100) as idle:
+                time.sleep(args.seconds)
+            with _Readers(url, headers, users, args.readers, 200) as loaded:
+                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+            log.close()
+    f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
+    i50, i99 = _quantiles(idle.times)
+    l50, l99 = _quantiles(loaded.times)
+    print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads; "
+          f"store: {args.users} users x {args.base} messages in the snapshot")
+    print(f"time to recallable (acknowledged remember -> first recall returning it): p50 {f50 * 1000:.0f} ms, "
+          f"p99 {f99 * 1000:.0f} ms over {len(fresh)} messages ({missed} not returned within 60 s)")
+    print(f"{'recall latency':<22} {'n':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'without writer':<22} {len(idle.times):>6} {i50 * 1000:>8.1f} {i99 * 1000:>8.1f}")
+    print(f"{'with writer':<22} {len(loaded.times):>6} {l50 * 1000:>8.1f} {l99 * 1000:>8.1f}")
+    print(f"{'ratio with / without':<22} {'':>6} {l50 / i50:>8.2f} {l99 / i99:>8.2f}")
+    print(f"reader errors: {idle.errors + loaded.errors}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+{#- The hot tail (docs/serving.md "Hot tail"): statements the build publishes in recall_queries so
+    that the serving side makes memories of messages landed since the newest snapshot with the
+    build's own SQL (the same macros the models use), without dbt. DuckDB only. The shim runs
+    them in an in-memory DuckDB over the landed rows it read (recall_shim/serving/tail.py). -#}
+
+{#- A relation's rows inlined as a VALUES list (a published statement runs without the
+    warehouse): columns is a list of (name, SQL type). Rendered at execution (run_query); no rows
+    where the relation is not built (a compile-only run). -#}
+{% macro inline_rows(relation, columns) -%}
+{%- set names = columns | map(attribute=0) | list -%}
+{#- compile-only runs (sqlfluff, dbt compile of an unbuilt store) have no seed table yet: no rows -#}
+{%- set present = execute and load_relation(relation) is not none -%}
+{%- set rows = run_query('select ' ~ names | join(', ') ~ ' from ' ~ relation ~ ' order by ' ~ names | join(', ')).rows
+    if present else [] -%}
+{%- if rows | length == 0 -%}
+select {% for name, type in columns %}null::{{ type }} as {{ name }}{{ ', ' if not loop.last }}{% endfor %} where false
+{%- else -%}
+select {% for name, type in columns %}{{ name }}::{{ type }} as {{ name }}{{ ', ' if not loop.last }}{% endfor %}
+from (values
+{%- for row in rows %}
+    ({% for v in row %}{% if v is none %}null{% elif v is sameas true %}true{% elif v is sameas false %}false{% elif v is number %}{{ v }}{% else %}{{ sql_literal(v | string) }}{% endif %}{{ ', ' if not loop.last }}{% endfor %}){{ ',' if not loop.last }}
+{%- endfor %}
+) as v ({{ names | join(', ') }})
+{%- endif -%}
+{%- endmacro %}
+
+{#- The hot tail's seed tables (created once per snapshot in the shim's in-memory DuckDB): the
+    rules' seeds the extraction reads, inlined at build time. Statements separated by ';'. -#}
+{% macro tail_seeds_sql() -%}
+create or replace table tail_markers as
+{{ inline_rows(ref('assistant_markers'), [('pattern', 'varchar'), ('keep', 'boolean')]) }};
+create or replace table tail_clause_rules as
+{{ inline_rows(ref('clause_rules'), [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
+                                     ('pattern', 'varchar'), ('replacement', 'varchar')]) }};
+create or replace table tail_extraction_rules as
+{{ inline_rows(ref('extraction_rules'), [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
+                                         ('entity', 'varchar'), ('polarity', 'varchar'), ('list_item', 'varchar'),
+                                         ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }};
+create or replace table tail_time_expressions as
+{{ inline_rows(ref('time_expressions'), [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
+                                         ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
+{%- endmacro %}
+
+{#- The accepted rows of relation tail_messages (session_log's columns, as landed), typed and
+    checked like int_messages_validated (duplicate message ids aside: tail_memories_sql). -#}
+{% macro tail_rows_sql() -%}
+with typed as (
+    select {{ typed_landed_columns('false') }}
+    from tail_messages
+),
+
+checked as (
+    select
+        *,
+        {{ landed_row_reject_reason() }} as reject_reason
+    from typed
+)
+
+select landing_id, user_id, session_id, agent_id, role, content, message_at, message_id, landed_at, landing_file,
+    landing_seq
+from checked
+where reject_reason is null
+{%- endmacro %}
+
+{#- The extractions of relation tail_new_rows (tail_rows_sql's rows): rule extractions like
+    int_memories_extracted and episode / assistant memories like int_episodes_extracted, with
+    the seed tables of tail_seeds_sql. Each row of a message is extracted once, when it arrives. -#}
+{% macro tail_extractions_sql() -%}
+{%- set assistant_roles = string_list_var('assistant_memory_roles') -%}
+with tail_episode_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where role in ({{ sql_string_list(string_list_var('episode_roles')) }})
+),
+
+tail_assistant_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where {% if assistant_roles | length > 0 %}role in ({{ sql_string_list(assistant_roles) }}){% else %}false{% endif %}
+),
+
+tail_rule_messages as (
+    select message_id, user_id, content, message_at, landed_at as loaded_at
+    from tail_new_rows
+    where role in ({{ sql_string_list(string_list_var('extract_roles')) }})
+)
+
+select message_id, user_id, kind, slot, content, message_at, loaded_at
+from ({{ rule_extractions('tail_rule_messages', 'tail_clause_rules', 'tail_extraction_rules',
+                          'tail_time_expressions') }}) as r
+union all
+select message_id, user_id, kind, slot, content, message_at, loaded_at
+from ({{ episode_extractions('tail_episode_messages', 'tail_assistant_messages', 'tail_markers') }}) as e
+{%- endmacro %}
+
+{#- Memories of the tail, as a build would make them from these rows alone: relation tail_rows
+    (tail_rows_sql's rows of the users asked for) and tail_extractions (tail_extractions_sql's rows
+    of them). Of the rows of one (user_id, message_id) the first landed wins (as
+    int_messages_validated; ids an earlier build accepted are not known here); identical
+    normalised contents of one user and kind are one memory (memory_id as int_memory_candidates);
+    strength is folded like int_memory_strength as of $1 (TIMESTAMP); provenance (session_ids,
+    agent_ids) like int_memory_provenance. One row per candidate memory; consolidation is
+    tail_merged_sql's, supersession runs at the build. -#}
+{% macro tail_memories_sql() -%}
+with accepted as (
+    select *
+    from (
+        select
+            *,
+            row_number() over (
+                partition by user_id, message_id order by landed_at, landing_file, landing_seq, landing_id
+            ) as id_occurrence
+        from tail_rows
+    ) as c
+    where id_occurrence = 1
+),
+
+extractions as (
+    select e.*
+    from tail_extractions as e
+    inner join accepted as a
+        on a.user_id = e.user_id and a.message_id = e.message_id and a.landed_at = e.loaded_at
+),
+candidates as (
+    select
+        {{ memory_id_key('user_id', 'kind', normalised_content('content')) }} as memory_id,
+        user_id,
+        kind,
+        {{ first_agg('slot', 'message_at desc') }} as slot,
+        {{ arg_min_agg('content', 'message_at') }} as content,
+        {{ embedding_form_for_kind('kind') }} as embedding_form,
+        min(message_at) as created_at,
+        {{ list_agg('message_id', 'message_id', distinct=true) }} as source_message_ids,
+        {{ list_agg('message_at', 'message_at') }} as mentioned_at
+    from extractions
+    group by user_id, kind, {{ normalised_content('content') }}
+),
+
+repeat_mentions as (
+    select
+        memory_id,
+        unnest(mentioned_at[2:]) as event_at
+    from candidates
+),
+
+gaps as (
+    select
+        e.memory_id,
+        e.event_at,
+        {{ days_between(
+            'coalesce(lag(e.event_at) over (partition by e.memory_id order by e.event_at), c.created_at)',
+            'e.event_at'
+        ) }} as gap_days
+    from repeat_mentions as e
+    inner join candidates as c using (memory_id)
+    where e.event_at <= $1::timestamp
+),
+
+folded as (
+    select
+        memory_id,
+        {{ fold_strength(list_agg('gap_days', 'event_at')) }} as strength_at_last_event,
+        max(event_at) as last_event_at
+    from gaps
+    group by memory_id
+),
+
+provenance as (
+    select
+        s.memory_id,
+        coalesce(
+            {{ list_agg('a.session_id', 'a.session_id', distinct=true) }} filter (where a.session_id is not null),
+            {{ text_list_literal('') }}
+        ) as session_ids,
+        coalesce(
+            {{ list_agg('a.agent_id', 'a.agent_id', distinct=true) }} filter (where a.agent_id is not null),
+            {{ text_list_literal('') }}
+        ) as agent_ids
+    from (select memory_id, user_id, unnest(source_message_ids) as message_id from candidates) as s
+    inner join accepted as a on a.user_id = s.user_id and a.message_id = s.message_id
+    group by s.memory_id
+)
+
+select
+    c.memory_id,
+    c.user_id,
+    c.kind,
+    c.slot,
+    c.content,
+    c.embedding_form,
+    c.created_at,
+    c.source_message_ids,
+    {{ decay_strength(
+        'coalesce(f.strength_at_last_event, 1.0)',
+        days_between('coalesce(f.last_event_at, c.created_at)', '$1::timestamp')
+    ) }} as strength,
+    null::timestamp as valid_to,
+    ({{ is_question_memory('c.kind', 'c.content') }}) as is_question,
+    p.session_ids,
+    p.agent_ids
+from candidates as c
+left join folded as f using (memory_id)
+left join provenance as p using (memory_id)
+order by c.user_id, c.memory_id
+{%- endmacro %}
+
+{#- memory_term_index's rows of relation tail_memory_rows (memory_id, user_id, content). -#}
+{% macro tail_terms_sql() -%}
+select memory_id, user_id, term, tf, doc_len
+from ({{ memory_term_rows('(select memory_id, user_id, content, null::timestamp as consolidated_at from tail_memory_rows)') }}) as t
+{%- endmacro %}
+
+{#- memory_term_stats' rows over relation tail_term_rows: every memory_term_index row (memory_id,
+    user_id, term, doc_len) of the users the tail holds memories of, the snapshot's and the
+    tail's, so BM25's statistics are those the next build computes. -#}
+{% macro tail_term_stats_sql() -%}
+select user_id, term, df, n_docs, avg_doc_len
+from ({{ memory_term_stats_rows('tail_term_rows', 'null::timestamp') }}) as s
+{%- endmacro %}
+
+{#- The tail's candidates that the build folds into another memory (int_memories_consolidated's
+    rule: a candidate that is not an episode joins an earlier candidate of its user and kind it is
+    as close to as var consolidation_min_sim, unless either states a slot value): memory_ids of
+    relation tail_candidates (memory_id, user_id, kind, slot, created_at, embedding) close to a
+    current memory of relation tail_prior_memories (the snapshot's memories of the same users:
+    user_id, kind, slot, embedding) or to an earlier tail candidate. -#}
+{% macro tail_merged_sql() -%}
+select t.memory_id
+from tail_candidates as t
+where t.kind != 'episode'
+    and (
+        exists (
+            select 1 from tail_prior_memories as o
+            where o.user_id = t.user_id and o.kind = t.kind and {{ same_thing('t', 'o') }}
+                and {{ vector_cosine('t.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
+        )
+        or exists (
+            select 1 from tail_candidates as o
+            where o.user_id = t.user_id and o.kind = t.kind and o.memory_id != t.memory_id and {{ same_thing('t', 'o') }}
+                and (o.created_at, o.memory_id) < (t.created_at, t.memory_id)
+                and {{ vector_cosine('t.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
+        )
+    )
+{%- endmacro %}

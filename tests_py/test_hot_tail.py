@@ -1,0 +1,196 @@
+"""The hot tail (issue 17, docs/serving.md "Hot tail"): a remembered message is recalled before any
+build, through the library, the CLI, HTTP and MCP, also when another process wrote it; kill -9
+of the server keeps it; forget removes it from the tail; the next build folds it in with the same
+memory_id and score, never twice. Real stores, real dbt builds, the real embedding model, the
+real server and CLI processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from recall_shim import MemoryStore
+from tests_py.conftest import RunningServer, copy_store, query
+
+EXE = str(Path(sys.executable).with_name("agent-memory"))
+ENV = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+# statements no extraction rule matches (only their episode is a memory, before and after a build)
+BOARD_GAME = "Carcassonne is the board game our family plays every Friday evening."
+VIOLIN = "Our neighbour Tomas repairs old violins in his garage workshop."
+CANOE = "The red canoe stays in the boathouse behind the lake cabin."
+GARDEN = "Grandmother planted seven apple trees along the northern garden wall."
+BASE = [
+    ("alice", "I prefer short answers with tables."),
+    ("alice", "I live in Lisbon."),
+    ("alice", "We went hiking in the Alps last summer and loved the cold mountain lakes."),
+    ("bob", "I work as a nurse at the city hospital."),
+]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small store built once; tests work on copies."""
+    store = MemoryStore(tmp_path_factory.mktemp("tail-template") / "tail.duckdb")
+    store.remember_many([{"user_id": u, "content": c, "session_id": "s0", "msg_seq": i, "role": "user",
+                          "ts": "2026-11-30 09:00:00", "message_id": f"base-{i}"} for i, (u, c) in enumerate(BASE)])
+    store.build()
+    store.close()
+    return store.paths.db
+
+
+@pytest.fixture()
+def db(template: Path, tmp_path: Path) -> Path:
+    return copy_store(template, tmp_path / "store")
+
+
+def _ids(results: list[Any]) -> list[str]:
+    return [r.memory_id if hasattr(r, "memory_id") else r["memory_id"] for r in results]
+
+
+def _sources(results: list[Any]) -> set[str]:
+    out: set[str] = set()
+    for r in results:
+        out.update(r.source_message_ids if hasattr(r, "source_message_ids") else r["source_message_ids"])
+    return out
+
+
+def _cli(*args: str) -> str:
+    proc = subprocess.run([EXE, *args], capture_output=True, text=True, env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_library_recalls_a_remembered_message_before_any_build(db: Path) -> None:
+    store = MemoryStore(db)
+    store.recall("which board game", user_id="alice", min_sim=0)
+    snapshot = store.snapshot_path
+    mid = store.remember("alice", BOARD_GAME, session_id="s1", msg_seq=1)
+    hits = store.recall("Which board game does the family play on Fridays?", user_id="alice", min_sim=0, top_k=3)
+    assert hits[0].source_message_ids == [mid] and hits[0].kind == "episode" and hits[0].content == BOARD_GAME
+    assert store.snapshot_path == snapshot  # no build ran
+    # a store opened afterwards (a fresh process: the CLI) builds its tail from the landed files
+    other = MemoryStore(db)
+    assert mid in _sources(other.recall("board game on Fridays", user_id="alice", min_sim=0, top_k=3))
+    # scoped per user: bob's recall never sees alice's tail
+    assert mid not in _sources(other.recall("board game on Fridays", user_id="bob", min_sim=0, top_k=10))
+    # the session scope reads the tail's provenance
+    assert mid in _sources(store.recall("board game", user_id="alice", min_sim=0, session_id="s1"))
+    assert store.recall("board game", user_id="alice", min_sim=0, session_id="s0", top_k=10)
+    assert mid not in _sources(store.recall("board game", user_id="alice", min_sim=0, session_id="s0", top_k=10))
+    # off by request: the snapshot alone answers
+    assert mid not in _sources(MemoryStore(db, hot_tail=False).recall("board game on Fridays", user_id="alice",
+                                                                       min_sim=0, top_k=10))
+
+
+def test_cli_writer_and_cli_reader_in_fresh_processes(db: Path) -> None:
+    mid = _cli("remember", "--db", str(db), "--user", "carol", "--message-id", "carol-1", VIOLIN).strip()
+    assert mid == "carol-1"
+    out = json.loads(_cli("recall", "--db", str(db), "--user", "carol", "--min-sim", "0", "--json",
+                          "who repairs violins?"))
+    assert out[0]["source_message_ids"] == ["carol-1"] and out[0]["content"] == VIOLIN
+
+
+def test_the_build_folds_the_tail_in_with_the_same_id_and_score(db: Path) -> None:
+    store = MemoryStore(db)
+    mid = store.remember("alice", CANOE, session_id="s2", msg_seq=1)
+    questions = ["Where is the red canoe kept?", "what do I like about mountains", "Where do I live?"]
+    before = store.recall_many(questions, user_id="alice", min_sim=0, top_k=10)
+    assert mid in _sources(before[0][:1])
+    snapshot = store.snapshot_path
+    store.build()
+    after = store.recall_many(questions, user_id="alice", min_sim=0, top_k=10)
+    assert store.snapshot_path != snapshot
+    # the build made only the episode of this message (no rule matches it), so the memories are the same
+    assert query(MemoryStore(db), "select count(*) from long_term_memory where list_contains(source_message_ids, ?)",
+                 [mid]) == [(1,)]
+    for b, a in zip(before, after):
+        assert len(set(_ids(a))) == len(a)  # never the same memory twice
+        assert _ids(b) == _ids(a)  # same memories, same ids, same order
+        for x, y in zip(b, a):
+            # same score: the tail was scored with the snapshot's statement over snapshot + tail
+            # (min-max of cosine and BM25 statistics over the same memories); what differs is the
+            # decay between the recall and the build's as_of (seconds of a 0.95/day decay)
+            assert y.score == pytest.approx(x.score, rel=1e-4, abs=1e-6)
+            assert y.similarity == pytest.approx(x.similarity, abs=1e-5)
+            assert y.lexical_score == pytest.approx(x.lexical_score, rel=1e-9, abs=1e-9)
+
+
+def test_forget_removes_tail_memories(db: Path) -> None:
+    store = MemoryStore(db)
+    mid = store.remember("dora", GARDEN, session_id="s1", msg_seq=1)
+    keep = store.remember("alice", BOARD_GAME, session_id="s1", msg_seq=2)
+    hit = store.recall("apple trees in the garden", user_id="dora", min_sim=0)
+    assert _sources(hit) == {mid}
+    # a second reader (another process) holds the tail too
+    other = MemoryStore(db)
+    assert _sources(other.recall("apple trees in the garden", user_id="dora", min_sim=0)) == {mid}
+    store.forget(user_id="dora", actor="test")
+    assert store.recall("apple trees in the garden", user_id="dora", min_sim=0) == []
+    assert other.recall("apple trees in the garden", user_id="dora", min_sim=0) == []
+    assert keep in _sources(other.recall("board game", user_id="alice", min_sim=0))
+    # forgetting one tail memory by id
+    memory_id = store.recall("board game", user_id="alice", min_sim=0)[0].memory_id
+    store.forget(memory_id=memory_id, actor="test")
+    assert memory_id not in _ids(store.recall("board game", user_id="alice", min_sim=0, top_k=20))
+    assert memory_id not in _ids(other.recall("board game", user_id="alice", min_sim=0, top_k=20))
+    store.build()
+    assert memory_id not in _ids(store.recall("board game", user_id="alice", min_sim=0, top_k=20))
+
+
+async def _mcp_calls(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    params = StdioServerParameters(command=EXE, args=["mcp", "--db", str(db)],
+                                   env={"OMP_WAIT_POLICY": "passive", **{k: v for k, v in os.environ.items()
+                                                                         if k.startswith("AGENT_MEMORY_")}})
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return [await session.call_tool(name, args) for name, args in calls]
+
+
+def test_mcp_remember_then_recall(db: Path) -> None:
+    remembered, recalled = anyio.run(_mcp_calls, db, [
+        ("remember", {"user_id": "erin", "content": CANOE, "session_id": "m1"}),
+        ("recall", {"user_id": "erin", "query": "where is the canoe", "min_sim": 0, "record_access": False}),
+    ])
+    assert not recalled.is_error, recalled.content
+    mid = remembered.structured_content["message_id"]
+    assert recalled.structured_content["results"][0]["source_message_ids"] == [mid]
+
+
+def test_http_server_serves_its_own_and_other_processes_writes_and_survives_kill_9(db: Path, tmp_path: Path) -> None:
+    server_db = db
+    server = RunningServer(server_db, tmp_path / "server.log")
+    try:
+        r = server.post("/remember", {"user_id": "frank", "content": VIOLIN, "session_id": "h1"})
+        assert r.status_code == 202, r.text
+        mid = r.json()["message_id"]
+        body = {"user_id": "frank", "query": "who repairs violins", "min_sim": 0, "record_access": False}
+        r = server.post("/recall", body)
+        assert r.status_code == 200 and r.json()["results"][0]["source_message_ids"] == [mid], r.text
+        # a CLI writer (another process) lands a message: the running server picks it up
+        _cli("remember", "--db", str(server_db), "--user", "frank", "--message-id", "frank-cli", GARDEN)
+        r = server.post("/recall", {**body, "query": "apple trees along the wall"})
+        assert r.json()["results"][0]["source_message_ids"] == ["frank-cli"], r.text
+        server.proc.kill()  # kill -9
+        server.proc.wait()
+    finally:
+        server.stop()
+    # a restarted server rebuilds its tail from what landed since the newest snapshot
+    server = RunningServer(server_db, tmp_path / "server2.log")
+    try:
+        r = server.post("/recall-many", {"user_id": "frank", "queries": ["who repairs violins",
+                                                                         "apple trees along the wall"],
+                                         "min_sim": 0, "record_access": False})
+        assert r.status_code == 200, r.text
+        assert [g[0]["source_message_ids"] for g in r.json()["results"]] == [[mid], ["frank-cli"]]
+    finally:
+        server.stop()
