@@ -1,6 +1,7 @@
 """The recall-quality yardsticks' own parts, without a build: the LoCoMo loader and its session-log
 mapping (on a tiny LoCoMo-shaped file written here, never the real one), the date parsing, the
-probe-file loader and its validation, and the metrics on hand-made ranked lists."""
+probe-file loader and its validation, the metrics on hand-made ranked lists, and the options that
+measure candidate settings (--try) on a store kept from the previous run (--reuse)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.recall_quality import locomo, metrics, probes  # noqa: E402
+from benchmarks.recall_quality import locomo, metrics, probes, runner  # noqa: E402
 
 
 def turn(speaker: str, dia: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -287,3 +288,20 @@ def test_score_probe_and_prompt_states_both(tmp_path: Path) -> None:
     prompt = "What you remember about this user (most relevant first):\nFrom earlier conversations:\n- memory 0\n- memory 1"
     assert probes.prompt_states_both(city, prompt, res)
     assert not probes.prompt_states_both(city, prompt.rsplit("\n", 1)[0], res)
+
+
+def test_try_settings_parse_or_are_refused() -> None:
+    assert runner.parse_try('sw 0.1={"strength_weight": 0.1}') == ("sw 0.1", {"strength_weight": 0.1})
+    assert runner.parse_try(' a = {}') == ("a", {})
+    for bad, message in (("no-equals", "LABEL=JSON"), ('={"a": 1}', "LABEL=JSON"), ("x={bad", "not JSON"),
+                         ("x=[1]", "JSON object")):
+        with pytest.raises(ValueError, match=message):
+            runner.parse_try(bad)
+
+
+def test_a_store_is_reused_only_when_asked_and_present(tmp_path: Path) -> None:
+    db = tmp_path / "set.duckdb"
+    assert not runner.existing_store(db, reuse=True)   # nothing built yet: ingest
+    db.write_bytes(b"")
+    assert runner.existing_store(db, reuse=True)
+    assert not runner.existing_store(db, reuse=False)  # the default run starts from scratch

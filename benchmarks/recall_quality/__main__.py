@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from . import runner
 from .locomo import LocomoFormatError
 from .probes import ProbeFormatError
 
@@ -29,9 +30,10 @@ DEFAULT_PROBES = HERE / "probes" / "everyday.json"
 LOCOMO_DEFAULT_FORM = "speaker"
 
 
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
+def _fresh(path: Path, reuse: bool = False) -> Path:
+    if not reuse:
+        shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -58,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="LoCoMo message content: the turn text, '<speaker>: <text>', or both (two stores)")
     ap.add_argument("--locomo-no-strength", action="store_true",
                     help="LoCoMo: also measure the three settings with strength ignored (strength_weight 0)")
+    ap.add_argument("--try", dest="tries", action="append", default=[], metavar="LABEL=JSON",
+                    help="measure a candidate setting beside the yardsticks, in the same run on the same store "
+                         "(dbt vars over the shipped ones, e.g. 'sw 0.1={\"strength_weight\": 0.1}'); repeatable")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep each set's folder and built store from the previous run (skip ingest): after a "
+                         "code change the builds only redo what it touches, LoCoMo's 22-minute embedding included")
     ap.add_argument("--all", action="store_true", help="development set, probes and LoCoMo (needs --locomo PATH)")
     args = ap.parse_args(argv)
     if args.all and args.locomo is None:
@@ -67,24 +75,28 @@ def main(argv: list[str] | None = None) -> int:
     run_devset = args.all or (args.probes is None and args.locomo is None)
     out = Path(args.out)
     base_vars = json.loads(args.vars)
+    try:
+        tries = [runner.parse_try(t) for t in args.tries]
+    except ValueError as exc:
+        ap.error(str(exc))
     jobs: list[tuple[str, Callable[[Path], tuple[str, dict[str, Any]]]]] = []
     if run_devset:
         from . import devset
 
-        jobs.append(("devset", lambda d: devset.run(d, args.k, base_vars, not args.no_decay_ab)))
+        jobs.append(("devset", lambda d: devset.run(d, args.k, base_vars, not args.no_decay_ab, tries, args.reuse)))
     if args.probes is not None:
         from . import probes
 
-        jobs.append(("probes", lambda d: probes.run(Path(args.probes), d, base_vars)))
+        jobs.append(("probes", lambda d: probes.run(Path(args.probes), d, base_vars, tries, args.reuse)))
     if args.locomo is not None:
         from . import locomo
 
-        from .runner import NO_STRENGTH_MODES, YARDSTICK_MODES
-
         forms = ([LOCOMO_DEFAULT_FORM] + [f for f in ("text", "speaker") if f != LOCOMO_DEFAULT_FORM]
                  if args.locomo_content == "both" else [args.locomo_content])
-        modes = YARDSTICK_MODES + (NO_STRENGTH_MODES if args.locomo_no_strength else [])
-        jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes)))
+        modes = (runner.YARDSTICK_MODES + (runner.NO_STRENGTH_MODES if args.locomo_no_strength else [])
+                 + tries)
+        jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes,
+                                                    args.reuse)))
     try:  # check the input files before any set runs (the development set takes minutes)
         if args.probes is not None:
             probes.load_probes(Path(args.probes))
@@ -93,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ProbeFormatError, LocomoFormatError) as exc:
         raise SystemExit(f"error: {exc}") from None
     for name, job in jobs:
-        folder = _fresh(out / name)
+        folder = _fresh(out / name, args.reuse)
         text, results = job(folder)
         _write(folder, text, results)
     return 0

@@ -50,12 +50,15 @@ def load_questions() -> list[dict[str, Any]]:
     return [json.loads(line) for line in (DATA / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def run(out: Path, ks: list[int], base_vars: dict[str, Any], decay_ab: bool) -> tuple[str, dict[str, Any]]:
-    """Ingest the development set, measure every mode (and the decay A/B); returns (report, results)."""
+def run(out: Path, ks: list[int], base_vars: dict[str, Any], decay_ab: bool,
+        tries: list[tuple[str, dict[str, Any]]] | None = None, reuse: bool = False) -> tuple[str, dict[str, Any]]:
+    """Ingest the development set (unless ``reuse`` finds the store built), measure every mode, each
+    candidate setting of ``tries`` (and the decay A/B); returns (report, results)."""
     db = out / "devset.duckdb"
     questions = load_questions()
     print(f"development set: {len(questions)} questions; store {db}", flush=True)
-    print(runner.cli(db, "ingest", str(aligned_log(out / "session_log.aligned.jsonl"))).strip(), flush=True)
+    if not runner.existing_store(db, reuse):
+        print(runner.cli(db, "ingest", str(aligned_log(out / "session_log.aligned.jsonl"))).strip(), flush=True)
     top_k = max(max(ks), 10)
     requests = [{"id": q["question_id"], "user_id": q["user_id"], "query": q["query"], "top_k": top_k, "min_sim": -1}
                 for q in questions]
@@ -75,9 +78,10 @@ def run(out: Path, ks: list[int], base_vars: dict[str, Any], decay_ab: bool) -> 
                   flush=True)
         return scores
 
-    modes = measure(runner.MODES)
+    settings = runner.MODES + list(tries or [])
+    modes = measure(settings)
     report = [metrics.table("Development set: BM25 only vs vector only vs shipped hybrid (same store, same run)",
-                            [m for m, _ in runner.MODES], modes, CATEGORIES + ["overall"], metric_names)]
+                            [m for m, _ in settings], modes, CATEGORIES + ["overall"], metric_names)]
     results: dict[str, Any] = {"as_of": AS_OF, "modes": modes}
     if decay_ab:
         decay = measure(DECAY_SETTINGS)

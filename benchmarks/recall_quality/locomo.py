@@ -216,9 +216,10 @@ def score(locomo: Locomo, results: dict[str, list[dict[str, Any]]], ks: list[int
 
 
 def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_vars: dict[str, Any],
-        modes: list[tuple[str, dict[str, Any]]] | None = None) -> tuple[str, dict[str, Any]]:
+        modes: list[tuple[str, dict[str, Any]]] | None = None, reuse: bool = False) -> tuple[str, dict[str, Any]]:
     """Ingest, build and recall LoCoMo once per content form, measuring each mode (default: the
-    yardsticks BM25 only, vector only, shipped hybrid); returns (Markdown report, results)."""
+    yardsticks BM25 only, vector only, shipped hybrid); ``reuse`` keeps a store already built
+    there (no ingest); returns (Markdown report, results)."""
     modes = modes or runner.YARDSTICK_MODES
     locomo = load_locomo(path)
     n_turns = sum(len(s.turns) for c in locomo.conversations for s in c.sessions)
@@ -238,7 +239,8 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
         log = runner.write_jsonl(out / f"locomo-{form}.jsonl", rows)
         t0 = time.monotonic()
         print(f"content form {form!r}: ingest {len(rows)} messages, as_of {as_of}, store {db}", flush=True)
-        runner.cli(db, "ingest", str(log))
+        if not runner.existing_store(db, reuse):
+            runner.cli(db, "ingest", str(log))
         raw = runner.measure_modes(db, as_of, modes, base_vars, requests)
         counts = runner.store_counts(db)
         scores = {label: score(locomo, raw[label], ks) for label in columns}

@@ -192,21 +192,25 @@ def prompt_states_both(p: Probe, prompt: str, memories: list[dict[str, Any]]) ->
     return any(s & set(p.outdated) for s in src) and any(s & set(p.expect) for s in src)
 
 
-def run(path: Path, out: Path, base_vars: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Ingest the probe set's messages, measure every yardstick mode; returns (report, results)."""
+def run(path: Path, out: Path, base_vars: dict[str, Any], tries: list[tuple[str, dict[str, Any]]] | None = None,
+        reuse: bool = False) -> tuple[str, dict[str, Any]]:
+    """Ingest the probe set's messages (unless ``reuse`` finds the store built), measure every
+    yardstick mode and each candidate setting of ``tries``; returns (report, results)."""
+    modes = runner.YARDSTICK_MODES + list(tries or [])
     ps = load_probes(path)
     db = out / "probes.duckdb"
     with_old = [p for p in ps.probes if p.outdated]
     print(f"probes: {len(ps.probes)} probes ({len(with_old)} with outdated), {len(ps.messages)} messages; "
           f"asked_at {ps.asked_at}; store {db}", flush=True)
-    runner.cli(db, "ingest", str(runner.write_jsonl(out / "probes.jsonl", ps.messages)))
+    if not runner.existing_store(db, reuse):
+        runner.cli(db, "ingest", str(runner.write_jsonl(out / "probes.jsonl", ps.messages)))
     requests = [{"id": p.probe_id, "user_id": p.user_id, "query": p.question, "top_k": TOP_K, "min_sim": -1}
                 for p in ps.probes]
     defaults = [{"id": p.probe_id, "user_id": p.user_id, "query": p.question} for p in with_old]
-    columns = [label for label, _ in runner.YARDSTICK_MODES]
+    columns = [label for label, _ in modes]
     scores: dict[str, dict[str, dict[str, float]]] = {}
     both: dict[str, int] = {}
-    for label, vars_ in runner.YARDSTICK_MODES:
+    for label, vars_ in modes:
         runner.build(db, ps.asked_at, {**base_vars, **vars_})
         res = runner.run_batch(db, requests)
         scores[label] = metrics.mean_by_group(
@@ -216,7 +220,7 @@ def run(path: Path, out: Path, base_vars: dict[str, Any]) -> tuple[str, dict[str
                           for p in with_old)
         o = scores[label]["overall"]
         print(f"  {label}: " + "  ".join(f"{m} {o[m]:.3f}" for m in METRICS if m in o), flush=True)
-    if runner.YARDSTICK_MODES[-1][1]:
+    if modes[-1][1]:
         runner.build(db, ps.asked_at, base_vars)  # leave the store as shipped
     langs = [f"lang {lang}" for lang in LANGS]
     report = [metrics.table("Everyday probes: overall and per language", columns, scores, ["overall"] + langs, METRICS, "set"),

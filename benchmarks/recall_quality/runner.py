@@ -34,6 +34,27 @@ NO_STRENGTH_MODES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def parse_try(text: str) -> tuple[str, dict[str, Any]]:
+    """A candidate setting from ``--try LABEL=JSON`` (label, dbt vars over the shipped ones);
+    ValueError when the text is not a label, '=' and a JSON object."""
+    label, sep, raw = text.partition("=")
+    if not sep or not label.strip():
+        raise ValueError(f"--try wants LABEL=JSON, got {text!r}")
+    try:
+        vars_ = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--try {label}: not JSON: {exc}") from None
+    if not isinstance(vars_, dict):
+        raise ValueError(f"--try {label}: the vars must be a JSON object")
+    return label.strip(), vars_
+
+
+def existing_store(db: Path, reuse: bool) -> bool:
+    """Whether a set may skip ingesting: --reuse and the store is already there (a later build
+    then extracts and embeds only what the code change touches)."""
+    return reuse and db.exists()
+
+
 def cli(db: Path, *args: str, stdin: str | None = None) -> str:
     """Run the CLI; any failure aborts the harness (recall --batch errors are checked per line)."""
     exe = Path(sys.executable).with_name("agent-memory")
