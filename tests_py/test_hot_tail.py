@@ -194,3 +194,36 @@ def test_http_server_serves_its_own_and_other_processes_writes_and_survives_kill
         assert [g[0]["source_message_ids"] for g in r.json()["results"]] == [[mid], ["frank-cli"]]
     finally:
         server.stop()
+
+
+def test_a_user_with_an_ivf_index_sees_the_tail_after_the_next_build(db: Path) -> None:
+    # a user served by a per-user IVF (more than recall_index_min_rows memories; 20,000 shipped)
+    # is recalled from the index alone: the compiled statement over snapshot + tail would cost
+    # hundreds of ms to seconds per recall at that size. Smaller users keep the tail.
+    store = MemoryStore(db)
+    # alice gets enough memories for an IVF (faiss trains at least 16 points); bob stays small
+    notes = ["My brother Felix studies marine biology in Kiel.", "The bakery on Rua Augusta sells custard tarts.",
+             "I broke my left wrist skiing when I was twelve.", "Our landlord raised the rent by eighty euros.",
+             "The printer at the office jams on double-sided pages.", "I keep my passport in the blue drawer.",
+             "My grandmother taught me to knit scarves.", "The train to Porto leaves at seven fifteen.",
+             "I donated blood at the clinic last Tuesday.", "Our dentist moved her practice to Belém.",
+             "The cat knocked a vase off the windowsill.", "I learned to solve the Rubik's cube in a weekend.",
+             "The football club meets behind the old church.", "My laptop battery lasts barely two hours now.",
+             "I planted tomatoes and basil on the balcony.", "The museum has a new exhibit about tiles.",
+             "Our wifi password is taped under the router.", "I lost my umbrella on the tram yesterday.",
+             "The neighbours host a barbecue every June.", "I am reading a novel about lighthouse keepers.",
+             "My car failed its inspection because of the brakes.", "The violin teacher charges thirty euros an hour."]
+    store.remember_many([{"user_id": "alice", "content": c, "session_id": "s0", "msg_seq": 100 + i, "role": "user",
+                          "ts": "2026-11-30 10:00:00"} for i, c in enumerate(notes)])
+    store.build(vars={"recall_index_min_rows": 3})
+    assert store._reader.ivf_user("alice") and not store._reader.ivf_user("bob")
+    store.remember("alice", BOARD_GAME, session_id="s1", msg_seq=1)
+    mid = store.remember("bob", VIOLIN, session_id="s1", msg_seq=1)
+    alice = store.recall("Which board game does the family play on Fridays?", user_id="alice", min_sim=0, top_k=10)
+    assert BOARD_GAME not in [h.content for h in alice]
+    bob = store.recall("Who repairs violins?", user_id="bob", min_sim=0, top_k=3)
+    assert bob[0].source_message_ids == [mid]
+    store.build(vars={"recall_index_min_rows": 3})
+    alice = store.recall("Which board game does the family play on Fridays?", user_id="alice", min_sim=0, top_k=3)
+    assert alice[0].content == BOARD_GAME
+    store.close()

@@ -259,6 +259,13 @@ class SnapshotReader:
                 return None
         return index
 
+    def ivf_user(self, user_id: str) -> bool:
+        """Whether the serving index holds a per-user IVF for ``user_id`` (more than
+        recall_index_min_rows memories: the compiled statement over such a user costs hundreds of
+        milliseconds to seconds)."""
+        self.refresh()
+        return self._index is not None and user_id in self._index.meta["ivf"]
+
     @property
     def indexed(self) -> bool:
         """Whether recall is served by the snapshot's index (else by the compiled statement)."""

@@ -262,8 +262,8 @@ class MemoryStore(Store):
             return None
         try:
             self._tail.sync(self._reader)
-            if not self._tail.serves(user_id):
-                return None
+            if not self._tail.serves(user_id) or self._reader.ivf_user(user_id):
+                return None  # no tail, or a user too big for the compiled statement (docs/serving.md)
             return self._tail.recall(self._reader, user_id, vectors, k, ms, kinds, texts, agent_id, session_id)
         except (duckdb.Error, OSError, pa.ArrowException) as exc:
             warnings.warn(f"the hot tail did not answer (recall served from the snapshot only): {exc}",
