@@ -10,7 +10,7 @@ from pathlib import Path
 
 from recall_shim import MemoryStore
 from recall_shim.serving.index import index_dir
-from recall_shim.serving.reader import ready_snapshots
+from recall_shim.serving.published import ready_snapshots
 from recall_shim.serving.snapshot import connect_snapshot
 
 from .conftest import query

@@ -27,7 +27,7 @@ import pytest
 
 from recall_shim import MemoryStore
 from recall_shim.common.locks import file_lock
-from recall_shim.serving.reader import prune_snapshots
+from recall_shim.serving.published import prune_snapshots
 
 from .conftest import copy_store
 from .test_forget import files_containing

@@ -15,7 +15,7 @@ import pytest
 
 from recall_shim import MemoryStore, StoreNotBuilt
 from recall_shim.errors import SnapshotIncomplete
-from recall_shim.serving.reader import ready_snapshots
+from recall_shim.serving.published import ready_snapshots
 from recall_shim.serving.snapshot import connect_snapshot
 
 from .conftest import copy_store, query

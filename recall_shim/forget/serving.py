@@ -17,7 +17,7 @@ from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import build_term_postings
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.common.paths import StorePaths
-from recall_shim.serving.reader import ready_snapshots
+from recall_shim.serving.published import ready_snapshots
 from recall_shim.serving.snapshot import attach_snapshot, layer_alias, serving_tables, snapshot_layers
 from recall_shim.common.sql import sql_ident, sql_literal
 

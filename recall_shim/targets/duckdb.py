@@ -30,7 +30,8 @@ from recall_shim.write.landing import read_input_file, utc_now_iso, write_landin
 from recall_shim.write.limits import door_limits
 from recall_shim.common.locks import file_lock
 from recall_shim.common.paths import CONTRACT_VARS, StorePaths, data_dir, project_dir
-from recall_shim.serving.reader import RecalledMemory, SnapshotReader, prune_snapshots, update_index
+from recall_shim.serving.published import prune_snapshots, update_index
+from recall_shim.serving.reader import RecalledMemory, SnapshotReader
 from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
