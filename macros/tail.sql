@@ -25,19 +25,20 @@ from (values
 {%- endmacro %}
 
 {#- The hot tail's seed tables (created once per snapshot in the shim's in-memory DuckDB): the
-    rules' seeds the extraction reads, inlined at build time. Statements separated by ';'. -#}
-{% macro tail_seeds_sql() -%}
+    rules' seeds the extraction reads, inlined at build time (the relations come from the model's
+    refs: models/serving/recall_queries.sql). Statements separated by ';'. -#}
+{% macro tail_seeds_sql(assistant_markers, clause_rules, extraction_rules, time_expressions) -%}
 create or replace table tail_markers as
-{{ inline_rows(ref('assistant_markers'), [('pattern', 'varchar'), ('keep', 'boolean')]) }};
+{{ inline_rows(assistant_markers, [('pattern', 'varchar'), ('keep', 'boolean')]) }};
 create or replace table tail_clause_rules as
-{{ inline_rows(ref('clause_rules'), [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
+{{ inline_rows(clause_rules, [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
                                      ('pattern', 'varchar'), ('replacement', 'varchar')]) }};
 create or replace table tail_extraction_rules as
-{{ inline_rows(ref('extraction_rules'), [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
+{{ inline_rows(extraction_rules, [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
                                          ('entity', 'varchar'), ('polarity', 'varchar'), ('list_item', 'varchar'),
                                          ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }};
 create or replace table tail_time_expressions as
-{{ inline_rows(ref('time_expressions'), [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
+{{ inline_rows(time_expressions, [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
                                          ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
 {%- endmacro %}
 

@@ -14,7 +14,8 @@
 {#- the hot tail's statements (macros/tail.sql, docs/serving.md "Hot tail"): DuckDB only -#}
 {%- if target.type == 'duckdb' and bool_var('hot_tail') -%}
 {%- do statements.extend([
-    ('tail_seeds', tail_seeds_sql(), 'creates the seed tables the tail extraction reads'),
+    ('tail_seeds', tail_seeds_sql(ref('assistant_markers'), ref('clause_rules'), ref('extraction_rules'),
+                                  ref('time_expressions')), 'creates the seed tables the tail extraction reads'),
     ('tail_rows', tail_rows_sql(), 'reads relation tail_messages (session_log columns as landed)'),
     ('tail_extractions', tail_extractions_sql(), 'reads relation tail_new_rows (tail_rows rows) and the seed tables'),
     ('tail_memories', tail_memories_sql(), '$1 as_of TIMESTAMP; reads relations tail_rows and tail_extractions'),
