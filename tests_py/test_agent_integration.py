@@ -12,7 +12,7 @@ import pytest
 
 from recall_shim import MemoryStore
 
-from .conftest import ROOT, RunningServer
+from .conftest import ROOT, RunningServer, copy_store
 
 DOC = ROOT / "docs" / "agent_integration.md"
 STATE = {"user_id": "demo", "thread_id": "t-docs", "messages": [{"role": "user", "content": "喜欢什么输出方式"}]}
@@ -29,19 +29,23 @@ def _landed(store: MemoryStore) -> str:
     return "".join(p.read_text() for p in store.paths.messages.glob("*.jsonl"))
 
 
-def test_library_node_example(demo_store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENT_MEMORY_DB", str(demo_store.paths.db))
+def test_library_node_example(demo_store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the node remembers the user's turn: on a copy, so the shared store's later readers (which
+    # recall landed messages at once: the hot tail) do not see it
+    store = MemoryStore(copy_store(demo_store.paths.db, tmp_path / "store"))
+    monkeypatch.setenv("AGENT_MEMORY_DB", str(store.paths.db))
     namespace: dict[str, Any] = {}
     exec(compile(example("library-node"), str(DOC), "exec"), namespace)
     update = namespace["memory_node"](dict(STATE))
     assert update["memory"].startswith("What you remember about this user")
     assert "简洁的输出" in update["memory"]
-    assert '"session_id": "t-docs"' in _landed(demo_store)
+    assert '"session_id": "t-docs"' in _landed(store)
     namespace["store"].close()
 
 
 def test_http_node_example(demo_store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = RunningServer(demo_store.paths.db, tmp_path / "server.log")
+    store = MemoryStore(copy_store(demo_store.paths.db, tmp_path / "store"))
+    server = RunningServer(store.paths.db, tmp_path / "server.log")
     try:
         monkeypatch.setenv("AGENT_MEMORY_URL", server.url)
         monkeypatch.setenv("AGENT_MEMORY_TOKEN", server.token)
@@ -52,7 +56,7 @@ def test_http_node_example(demo_store: MemoryStore, tmp_path: Path, monkeypatch:
     finally:
         server.stop()
     assert "简洁的输出" in update["memory"]
-    assert '"session_id": "t-docs-http"' in _landed(demo_store)
+    assert '"session_id": "t-docs-http"' in _landed(store)
 
 
 def test_mcp_config_example_names_the_real_command() -> None:

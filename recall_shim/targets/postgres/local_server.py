@@ -34,6 +34,8 @@ _DBNAME = "agent_memory"
 _SCHEMA = "agent_memory"
 
 
+START_ATTEMPTS = 3
+
 class LocalPostgres:
     """A PostgreSQL server with pgvector from the ``pgserver`` wheel, in ``pgdata``.
 
@@ -60,12 +62,18 @@ class LocalPostgres:
             raise BackendUnavailable("pgserver is not installed: pip install 'agent-memory[postgres-local]'") from exc
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         self.pgdata.mkdir(parents=True, exist_ok=True)
-        try:
-            self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if self.keep else "delete")
-        except Exception as exc:  # pgserver raises bare subprocess/assertion errors
-            log = self.pgdata / "log"
-            detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise BackendUnavailable(f"pgserver could not start PostgreSQL in {self.pgdata}: {exc}\n{detail}") from exc
+        for attempt in range(START_ATTEMPTS):
+            # pgserver gives pg_ctl 10 s: on a loaded machine the postmaster can be up after that,
+            # and the next attempt finds it running (its postmaster.pid) instead of starting one
+            try:
+                self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if self.keep else "delete")
+                break
+            except Exception as exc:  # pgserver raises bare subprocess/assertion errors
+                if attempt + 1 < START_ATTEMPTS:
+                    continue
+                log = self.pgdata / "log"
+                detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise BackendUnavailable(f"pgserver could not start PostgreSQL in {self.pgdata}: {exc}\n{detail}") from exc
         info = self._server.get_postmaster_info()
         admin = PgConnection(host=str(info.socket_dir), port=int(info.port or 5432), dbname="postgres",
                              schema=self.schema)
