@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from recall_shim import MemoryStore
 from tests_py.conftest import RunningServer, copy_store, query
+from tests_py.test_mcp import _session_calls
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 ENV = {**os.environ, "OMP_WAIT_POLICY": "passive"}
@@ -145,19 +145,8 @@ def test_forget_removes_tail_memories(db: Path) -> None:
     assert memory_id not in _ids(store.recall("board game", user_id="alice", min_sim=0, top_k=20))
 
 
-async def _mcp_calls(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    params = StdioServerParameters(command=EXE, args=["mcp", "--db", str(db)],
-                                   env={"OMP_WAIT_POLICY": "passive", **{k: v for k, v in os.environ.items()
-                                                                         if k.startswith("AGENT_MEMORY_")}})
-    with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return [await session.call_tool(name, args) for name, args in calls]
-
-
 def test_mcp_remember_then_recall(db: Path) -> None:
-    remembered, recalled = anyio.run(_mcp_calls, db, [
+    _, (remembered, recalled) = anyio.run(_session_calls, db, [
         ("remember", {"user_id": "erin", "content": CANOE, "session_id": "m1"}),
         ("recall", {"user_id": "erin", "query": "where is the canoe", "min_sim": 0, "record_access": False}),
     ])
