@@ -28,6 +28,10 @@ UNCHANGED_NOTE = ("nothing to build: no message, access event or forget landed, 
                   "are unchanged since the last build, and its decay is current (var unchanged_build_max_age_hours)")
 ENV_PREFIXES = ("AGENT_MEMORY_", "DBT_")
 PROJECT_PARTS = ("models", "macros", "seeds", "snapshots", "tests", "dbt_project.yml", "profiles.yml")
+# a build over a warehouse whose seeds the last build loaded from this same project: models,
+# snapshots and every data test with a model, snapshot or source among its parents (dbt's eager
+# indirect selection); left out are the seeds and the tests that read only seeds or no relation
+SEEDS_CURRENT_SELECT = ["--select", "resource_type:model", "resource_type:snapshot", "resource_type:source"]
 
 
 def _listing(root: Path) -> list[tuple[str, int, int]]:
@@ -68,9 +72,11 @@ def warehouse_after(paths: StorePaths) -> str:
     return _digest(_listing(paths.db)) if paths.db.exists() else ""
 
 
-def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path) -> None:
-    """Remember what the build that published ``snapshot`` read (caller holds the build lock)."""
-    record = {**before, "warehouse": warehouse_after(paths), "snapshot": snapshot.name,
+def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path, *, seeds: bool) -> None:
+    """Remember what the build that published ``snapshot`` read (caller holds the build lock);
+    ``seeds``: the warehouse's seeds are this project's (the build loaded them, or they were
+    current already: a ``--select`` build leaves them as they were)."""
+    record = {**before, "warehouse": warehouse_after(paths), "snapshot": snapshot.name, "seeds": seeds,
               "at": datetime.now(timezone.utc).isoformat()}
     path = paths.dbt_dir / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +88,21 @@ def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path) -> N
 def drop_build_record(paths: StorePaths) -> None:
     """Drop the record (a build that did not publish must not let the next one skip)."""
     (paths.dbt_dir / RECORD).unlink(missing_ok=True)
+
+
+def seeds_current(paths: StorePaths, before: dict[str, str]) -> bool:
+    """Whether the last build published from this same project and environment and nothing wrote
+    to the warehouse since: then its seeds, and the data tests that read nothing but seeds (or no
+    relation: the seed-fidelity checks of the macros), would give the same again, whatever the
+    run's vars. Only the clock-free part of the record counts (no age limit)."""
+    try:
+        record = json.loads((paths.dbt_dir / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    return (record.get("seeds") is True and record.get("project") == before["project"] and record.get("environment") == before["environment"]
+            and record.get("warehouse") == warehouse_after(paths))
 
 
 def unchanged_since_last_build(paths: StorePaths, before: dict[str, str]) -> Path | None:
