@@ -239,7 +239,16 @@ split_clauses as (
         strpos(c.clause, '{{ question_marker() }}') > 0 as asked
     from clause_pass as p,
         patterns as pt,
-        unnest(regexp_split_to_array(p.clause_text, '{{ clause_marker() }}')) as c (clause)
+        -- a question asked after a comma is its own clause ("I'm allergic to shellfish, any ideas
+        -- that are safe?"): the statement before it is not a question
+        unnest(regexp_split_to_array(
+            regexp_replace(
+                p.clause_text,
+                '\s*[,，]\s*([^,，{{ clause_marker() }}{{ question_marker() }}]*{{ question_marker() }})\s*$',
+                '{{ clause_marker() }}\1'
+            ),
+            '{{ clause_marker() }}'
+        )) as c (clause)
     where p.step_no = pt.clause_steps
 ),
 

@@ -29,6 +29,7 @@ FIRST: list[tuple[str, str, str]] = [
     ("q", "2026-02-02 09:12:00", "我 like 什么 music 你记得吗"),
     ("q", "2026-02-02 09:13:00", "Can you answer in German?"),
     ("q", "2026-02-02 09:14:00", "我很喜欢喝豆浆，你知道吗？"),
+    ("q", "2026-02-02 09:15:00", "my partner wants a seafood starter but I'm allergic to kiwi, any ideas that are safe?"),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -120,6 +121,7 @@ def test_questions_are_not_facts(store: MemoryStore) -> None:
     assert _memories(store, "x_q") == {
         "User wants answers in German": ("answer_language", None, "positive", None, None),
         "用户喜欢喝豆浆": ("taste", "豆浆", "positive", None, None),
+        "User is allergic to kiwi": ("allergy", "kiwi", "positive", None, None),
     }
     # the questions stay episodes (the build weighs question episodes by question_episode_weight)
     episodes = {r[0]: r[1] for r in query(
