@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,9 +41,9 @@ from recall_shim.serving.tail_compiled import CompiledTail
 from recall_shim.serving.tail_files import (CANDIDATE_SCHEMA, COVERED_RECORD, EXTRACTION_SCHEMA, LANDED_SCHEMA,
                                             MEMORY_COLUMNS, ROW_SCHEMA, TERM_SCHEMA, Tombstones, covered_files, dicts,
                                             jsonl_names, landed_message_files, landed_row, read_jsonl, file_stamp)
-from recall_shim.serving.tail_search import UserTail
+from recall_shim.serving.tail_search import TailState, UserTail
 
-__all__ = ["HotTail", "TailState"]
+__all__ = ["HotTail"]
 
 log = logging.getLogger("agent_memory.tail")
 
@@ -52,18 +51,6 @@ RELOOK_NS = 2_000_000_000
 WORKER_POLL = 0.05  # seconds between the worker's looks (a stat each) when nothing kicks it
 STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_term_stats",
               "tail_merged")
-
-
-@dataclass(frozen=True)
-class TailState:
-    """What the tail holds, made against one snapshot having seen the tombstones of one stamp of
-    the forget folder (immutable: a sync publishes a new one)."""
-
-    snapshot: Path | None = None
-    forget_stamp: tuple[int, int] | None = None
-    users: dict[str, UserTail] = field(default_factory=dict)
-    dim: int = 0
-    stats_sql: str | None = None
 
 
 class HotTail:
@@ -97,6 +84,7 @@ class HotTail:
         self._terms: dict[str, list[dict[str, Any]]] = {}  # user -> their term rows
         self._hidden: dict[str, set[str]] = {}  # user -> tail memory ids the snapshot holds or folds in
         self._users: dict[str, UserTail] = {}  # user -> visible tail memories (published)
+        self._term_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (memory_id, content) -> term rows
         self._stamps: dict[str, Any] = {}  # key -> (stat stamp, when looked at)
         self._tombstone_names: list[str] = []
         self._covered: frozenset[str] = frozenset()
@@ -285,13 +273,19 @@ class HotTail:
         made = dicts(self._con.execute(self._statements["tail_memories"], [now]))
         made = [m for m in made if m["memory_id"] not in self._tombstones.memories]
         self._embed(made)
+        by_id = {m["memory_id"]: m["content"] for m in made}
         for m in made:
             self._memories.setdefault(m["user_id"], []).append(m)
-        if made:
+        new = [m for m in made if (m["memory_id"], m["content"]) not in self._term_cache]
+        if new:  # term rows depend on the content alone: each memory's are made once
             self._con.register("tail_memory_rows", pa.Table.from_pylist(
-                [{"memory_id": m["memory_id"], "user_id": m["user_id"], "content": m["content"]} for m in made]))
+                [{"memory_id": m["memory_id"], "user_id": m["user_id"], "content": m["content"]} for m in new]))
+            for m in new:
+                self._term_cache[(m["memory_id"], m["content"])] = []
             for t in dicts(self._con.execute(self._statements["tail_terms"])):
-                self._terms.setdefault(t["user_id"], []).append(t)
+                self._term_cache[(t["memory_id"], by_id[t["memory_id"]])].append(t)
+        for m in made:
+            self._terms.setdefault(m["user_id"], []).extend(self._term_cache[(m["memory_id"], m["content"])])
 
     def _check_snapshot(self, users: set[str]) -> None:
         """Which tail memories of ``users`` the snapshot holds (same memory_id) or the build folds

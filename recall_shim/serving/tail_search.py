@@ -18,6 +18,7 @@ runs the compiled statement over snapshot + tail: recall_shim/serving/tail_compi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
@@ -28,7 +29,7 @@ from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import TIE_MARGIN, Hit, row_dots
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
 
-__all__ = ["UserTail", "search_with_tail"]
+__all__ = ["TailState", "UserTail", "search_with_tail"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,18 @@ class UserTail:
                 p, tf = self.postings[t]
                 out[p] += bm25_term(tf, self.doc_len[p], stats.df.get(t, 0.0), stats.n_docs, stats.avg_doc_len, k1, b)
         return out
+
+
+@dataclass(frozen=True)
+class TailState:
+    """What the tail holds, made against one snapshot having seen the tombstones of one stamp of
+    the forget folder (immutable: a sync publishes a new one)."""
+
+    snapshot: Path | None = None
+    forget_stamp: tuple[int, int] | None = None
+    users: dict[str, UserTail] = field(default_factory=dict)
+    dim: int = 0
+    stats_sql: str | None = None
 
 
 def _stats(searcher: HybridSearcher, u: int | None, terms: Sequence[str], tail: UserTail) -> BM25Stats:
