@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,20 +27,14 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.server import running_server
+
 THINGS = ("green tea", "jazz records", "mountain hiking", "spicy food", "dark mode", "python scripts",
           "long walks", "board games", "sourdough bread", "old violins", "red canoes", "apple trees",
           "chess openings", "night trains", "watercolour paintings", "vintage cameras")
 PLACES = ("Lisbon", "Oslo", "Kyoto", "Quito", "Tallinn", "Hobart", "Leipzig", "Porto", "Nairobi", "Austin")
 QUESTIONS = ("what does the user like?", "where has the user been?", "what hobbies does the user have?",
              "what does the user do on weekends?", "which city did the user mention?")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _sentence(rng: random.Random, n: int) -> str:
@@ -169,34 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         store.build()
         print(f"built in {time.monotonic() - t:.1f} s", flush=True)
-        port, token = _free_port(), secrets.token_urlsafe(16)
-        url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
-        exe = str(Path(sys.executable).with_name("agent-memory"))
-        log = open(Path(tmp) / "server.log", "w")
-        proc = subprocess.Popen([exe, "serve", "--db", str(store.paths.db), "--port", str(port),
-                                 "--log-level", "warning"], env={**os.environ, "AGENT_MEMORY_TOKEN": token},
-                                stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/health", timeout=5).json().get("ready"):
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start: " + (Path(tmp) / "server.log").read_text())
-                time.sleep(0.2)
+        with running_server(store.paths.db, Path(tmp) / "server.log") as (url, headers):
             with _Readers(url, headers, users, 1, 1):
                 time.sleep(3)  # warm up
             with _Readers(url, headers, users, args.readers, 100) as idle:
                 time.sleep(args.seconds)
             with _Readers(url, headers, users, args.readers, 200) as loaded:
                 fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-            log.close()
     f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
     i50, i99 = _quantiles(idle.times)
     l50, l99 = _quantiles(loaded.times)
