@@ -32,9 +32,10 @@ from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
 __all__ = ["TailState", "UserTail", "search_with_tail"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UserTail:
-    """One user's visible tail memories (not held by the snapshot, not folded into another)."""
+    """One user's visible tail memories (not held by the snapshot, not folded into another).
+    Compared by identity: a sync that remade a user's tail publishes a new state."""
 
     memory_id: list[str]
     kind: list[str | None]
