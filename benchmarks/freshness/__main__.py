@@ -6,7 +6,9 @@ Builds a small store (--users users x --base messages each) in a temp folder, st
   without writer  --readers threads recall random users' memories back to back
   with writer     the same readers, plus a writer that remembers --rate messages per second
                   (POST /remember, random users) and a checker that recalls each acknowledged
-                  message's user with the message's text until a result carries its message_id
+                  message's user until a result carries its message_id: by the message text's
+                  vector, embedded once by the checker (--checker vector, the default), or by
+                  the text itself, which the server embeds again every round (--checker text)
 
 and prints the time from an acknowledged ``remember`` to the first recall that returns it
 (p50 / p99; goal p99 <= 2 s) and the readers' recall latency with vs without the writer (p50 /
@@ -28,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.server import running_server
+from recall_shim.common.embedding import embed_texts
 
 THINGS = ("green tea", "jazz records", "mountain hiking", "spicy food", "dark mode", "python scripts",
           "long walks", "board games", "sourdough bread", "old violins", "red canoes", "apple trees",
@@ -81,10 +84,14 @@ class _Readers:
 
 
 def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: float, seconds: float,
-                  seed: int) -> tuple[list[float], int, int]:
+                  seed: int, vector_model: str | None) -> tuple[list[float], int, int]:
     """Remember at ``rate`` per second for ``seconds``; a checker recalls each acknowledged
-    message until it is returned. Returns (seconds to recallable per message, written, missed)."""
+    message until it is returned. Returns (seconds to recallable per message, written, missed).
+    ``vector_model``: the checker embeds each message's text once with it (the store's model,
+    query form) and recalls by that vector; None: it sends the text, which the server embeds
+    every round (the checker's own load then grows with the backlog)."""
     rng = random.Random(seed)
+    vectors: dict[str, list[float]] = {}
     pending: list[tuple[str, str, str, float]] = []  # (message_id, user, content, acknowledged at)
     lock = threading.Lock()
     done = threading.Event()
@@ -103,9 +110,14 @@ def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: flo
                 by_user: dict[str, list[tuple[str, str, str, float]]] = {}
                 for item in todo:
                     by_user.setdefault(item[1], []).append(item)
+                if vector_model is not None:
+                    new = [i for i in todo if i[0] not in vectors]
+                    for item, v in zip(new, embed_texts(vector_model, "query", [i[2] for i in new]) if new else []):
+                        vectors[item[0]] = [float(x) for x in v]
                 for user, items in by_user.items():
                     items = items[:32]
-                    r = client.post("/recall-many", json={"user_id": user, "queries": [i[2] for i in items],
+                    queries = [vectors[i[0]] if vector_model is not None else i[2] for i in items]
+                    r = client.post("/recall-many", json={"user_id": user, "queries": queries,
                                                           "top_k": 3, "min_sim": 0, "record_access": False})
                     now = time.monotonic()
                     groups = r.json()["results"] if r.status_code == 200 else [[] for _ in items]
@@ -145,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20, help="writer: messages per second (default 20)")
     ap.add_argument("--seconds", type=float, default=30, help="length of each phase (default 30)")
     ap.add_argument("--readers", type=int, default=2, help="reader threads (default 2)")
+    ap.add_argument("--checker", choices=("vector", "text"), default="vector",
+                    help="vector (default): the checker embeds each message once and recalls by vector; "
+                         "text: it sends the text every round (the server embeds it each time)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     from recall_shim import MemoryStore
@@ -166,11 +181,14 @@ def main(argv: list[str] | None = None) -> int:
             with _Readers(url, headers, users, args.readers, 100) as idle:
                 time.sleep(args.seconds)
             with _Readers(url, headers, users, args.readers, 200) as loaded:
-                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300)
+                model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
+                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300,
+                                                       model if args.checker == "vector" else None)
     f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
     i50, i99 = _quantiles(idle.times)
     l50, l99 = _quantiles(loaded.times)
     print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads; "
+          f"checker: by {args.checker}; "
           f"store: {args.users} users x {args.base} messages in the snapshot")
     print(f"time to recallable (acknowledged remember -> first recall returning it): p50 {f50 * 1000:.0f} ms, "
           f"p99 {f99 * 1000:.0f} ms over {len(fresh)} messages ({missed} not returned within 60 s)")
