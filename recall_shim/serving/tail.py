@@ -91,10 +91,14 @@ class HotTail:
         self._tombstones = Tombstones()
 
     def reset(self) -> None:
-        """Forget everything read (e.g. after a forget in this process); the next sync re-reads.
-        Until then no tail is served."""
+        """Forget everything read (e.g. after a forget in this process) and let go of the snapshot
+        connection (a purged snapshot's file is not held open); the next sync re-reads. Until
+        then no tail is served."""
         with self._lock:
             self._clear()
+            self._check = None
+            self._reader.close()
+            self._snapshot = None
             self._publish(TailState())
 
     # --- the worker ----------------------------------------------------------------------------
