@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +125,37 @@ def test_the_build_folds_the_tail_in_with_the_same_id_and_score(db: Path) -> Non
             assert y.lexical_score == pytest.approx(x.lexical_score, rel=1e-9, abs=1e-9)
 
 
+def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tmp_path: Path) -> None:
+    # a tail user is scored from the index plus the tail's arrays with the published expressions;
+    # the spec is the compiled statement over snapshot + tail (what a store without an index runs)
+    writer = MemoryStore(db)
+    writer.remember_many([{"user_id": "alice", "session_id": "s3", "msg_seq": i, "role": "user", "content": c}
+                          for i, c in enumerate([CANOE, BOARD_GAME, "I prefer answers with tables and short lists.",
+                                                 "我喜欢简洁的输出，最好用表格。", "Hiking in the Alps: the lakes were cold."])])
+    writer.remember("bob", VIOLIN, session_id="s3", msg_seq=9)
+    spec_db = copy_store(db, tmp_path / "spec")
+    spec = MemoryStore(spec_db)
+    for index in spec.paths.serving.glob("*.index"):
+        shutil.rmtree(index)
+    indexed = MemoryStore(db)
+    questions = ["Where is the red canoe kept?", "how should answers be formatted? tables", "喜欢什么输出方式",
+                 "cold lakes in the mountains", "board game"]
+    for user, kinds, top_k, min_sim in [("alice", None, 10, 0.0), ("alice", ["episode"], 3, 0.0),
+                                       ("alice", ["preference", "fact"], 5, 0.0), ("alice", None, 4, 0.82),
+                                       ("bob", None, 5, 0.0)]:
+        got = indexed.recall_many(questions, user_id=user, kinds=kinds, top_k=top_k, min_sim=min_sim)
+        want = spec.recall_many(questions, user_id=user, kinds=kinds, top_k=top_k, min_sim=min_sim)
+        assert indexed._reader.indexed and not spec._reader.indexed
+        for g, w in zip(got, want):
+            assert _ids(g) == _ids(w), (user, kinds, [x.content for x in g], [x.content for x in w])
+            for x, y in zip(g, w):
+                assert x.score == pytest.approx(y.score, rel=1e-4, abs=1e-5)  # float32 cosines in SQL, min-max
+                assert x.similarity == pytest.approx(y.similarity, abs=1e-5)
+                assert x.lexical_score == pytest.approx(y.lexical_score, rel=1e-9, abs=1e-9)
+                assert (x.content, x.source_message_ids, x.kind) == (y.content, y.source_message_ids, y.kind)
+    assert any(m.source_message_ids and m.memory_id for g in got for m in g)
+
+
 def test_forget_removes_tail_memories(db: Path) -> None:
     store = MemoryStore(db)
     mid = store.remember("dora", GARDEN, session_id="s1", msg_seq=1)
@@ -146,13 +179,34 @@ def test_forget_removes_tail_memories(db: Path) -> None:
 
 
 def test_mcp_remember_then_recall(db: Path) -> None:
+    # the server's tail worker picks the message up outside the recall path: poll, no timing assertion
+    def found(result: Any) -> bool:
+        return not result.is_error and any(result.structured_content["results"])
+
     _, (remembered, recalled) = anyio.run(_session_calls, db, [
         ("remember", {"user_id": "erin", "content": CANOE, "session_id": "m1"}),
         ("recall", {"user_id": "erin", "query": "where is the canoe", "min_sim": 0, "record_access": False}),
-    ])
+    ], found)
     assert not recalled.is_error, recalled.content
     mid = remembered.structured_content["message_id"]
     assert recalled.structured_content["results"][0]["source_message_ids"] == [mid]
+
+
+def _poll(server: RunningServer, body: dict[str, Any], until: Any, seconds: float = 60) -> Any:
+    """POST ``body`` to /recall until ``until(response)`` holds or a generous deadline passes;
+    every answer meanwhile must be a 200 (the server keeps answering while its worker works)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        r = server.post("/recall", body)
+        assert r.status_code == 200, r.text
+        if until(r) or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def _top_sources(r: Any) -> list[str] | None:
+    results = r.json()["results"]
+    return results[0]["source_message_ids"] if results else None
 
 
 def test_http_server_serves_its_own_and_other_processes_writes_and_survives_kill_9(db: Path, tmp_path: Path) -> None:
@@ -163,12 +217,13 @@ def test_http_server_serves_its_own_and_other_processes_writes_and_survives_kill
         assert r.status_code == 202, r.text
         mid = r.json()["message_id"]
         body = {"user_id": "frank", "query": "who repairs violins", "min_sim": 0, "record_access": False}
-        r = server.post("/recall", body)
-        assert r.status_code == 200 and r.json()["results"][0]["source_message_ids"] == [mid], r.text
-        # a CLI writer (another process) lands a message: the running server picks it up
+        r = _poll(server, body, lambda r: _top_sources(r) == [mid])
+        assert _top_sources(r) == [mid], r.text
+        # a CLI writer (another process) lands a message: the running server's worker picks it up
         _cli("remember", "--db", str(server_db), "--user", "frank", "--message-id", "frank-cli", GARDEN)
-        r = server.post("/recall", {**body, "query": "apple trees along the wall"})
-        assert r.json()["results"][0]["source_message_ids"] == ["frank-cli"], r.text
+        body = {**body, "query": "apple trees along the wall"}
+        r = _poll(server, body, lambda r: _top_sources(r) == ["frank-cli"])
+        assert _top_sources(r) == ["frank-cli"], r.text
         server.proc.kill()  # kill -9
         server.proc.wait()
     finally:
@@ -176,19 +231,51 @@ def test_http_server_serves_its_own_and_other_processes_writes_and_survives_kill
     # a restarted server rebuilds its tail from what landed since the newest snapshot
     server = RunningServer(server_db, tmp_path / "server2.log")
     try:
-        r = server.post("/recall-many", {"user_id": "frank", "queries": ["who repairs violins",
-                                                                         "apple trees along the wall"],
-                                         "min_sim": 0, "record_access": False})
-        assert r.status_code == 200, r.text
-        assert [g[0]["source_message_ids"] for g in r.json()["results"]] == [[mid], ["frank-cli"]]
+        body = {"user_id": "frank", "queries": ["who repairs violins", "apple trees along the wall"], "min_sim": 0,
+                "record_access": False}
+        deadline = time.monotonic() + 60
+        while True:
+            r = server.post("/recall-many", body)
+            assert r.status_code == 200, r.text
+            tops = [g[0]["source_message_ids"] if g else None for g in r.json()["results"]]
+            if tops == [[mid], ["frank-cli"]] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert tops == [[mid], ["frank-cli"]]
     finally:
         server.stop()
 
 
-def test_a_user_with_an_ivf_index_sees_the_tail_after_the_next_build(db: Path) -> None:
+def test_the_server_answers_while_its_worker_makes_a_batch(db: Path, tmp_path: Path) -> None:
+    # 120 messages in one request: the worker extracts them with one statement run and embeds them
+    # in one call, outside the recall lane; recalls keep being answered meanwhile, and then every
+    # message of the batch is recallable
+    server = RunningServer(db, tmp_path / "server.log")
+    try:
+        rows = [{"user_id": "gina", "session_id": "b1", "msg_seq": i, "role": "user", "message_id": f"gina-{i}",
+                 "ts": "2026-12-01 10:00:00",
+                 "content": f"Batch note {i}: the parcel number {1000 + i} went to locker {i % 17}."}
+                for i in range(120)]
+        r = server.post("/ingest", {"rows": rows})
+        assert r.status_code == 202, r.text
+        # the recall right after the acknowledgement is answered (it never waits for the worker)
+        r = server.post("/recall", {"user_id": "alice", "query": "what do I like about mountains", "min_sim": 0,
+                                    "record_access": False})
+        assert r.status_code == 200 and r.json()["results"], r.text
+        r = _poll(server, {"user_id": "gina", "query": "parcel number 1119", "min_sim": 0, "top_k": 3,
+                           "record_access": False}, lambda r: "gina-119" in _sources(r.json()["results"]))
+        assert "gina-119" in _sources(r.json()["results"]), r.text
+        r = server.post("/recall-many", {"user_id": "gina", "queries": [f"parcel number {1000 + i}" for i in (0, 57)],
+                                         "min_sim": 0, "top_k": 3, "record_access": False})
+        assert [f"gina-{i}" in _sources(g) for i, g in zip((0, 57), r.json()["results"])] == [True, True], r.text
+    finally:
+        server.stop()
+
+
+def test_a_user_with_an_ivf_index_sees_the_tail(db: Path) -> None:
     # a user served by a per-user IVF (more than recall_index_min_rows memories; 20,000 shipped)
-    # is recalled from the index alone: the compiled statement over snapshot + tail would cost
-    # hundreds of ms to seconds per recall at that size. Smaller users keep the tail.
+    # with tail memories is scanned exactly beside the tail (the tail moves every memory's min-max
+    # and BM25 statistics), with the same score the next build serves
     store = MemoryStore(db)
     # alice gets enough memories for an IVF (faiss trains at least 16 points); bob stays small
     notes = ["My brother Felix studies marine biology in Kiel.", "The bakery on Rua Augusta sells custard tarts.",
@@ -208,11 +295,14 @@ def test_a_user_with_an_ivf_index_sees_the_tail_after_the_next_build(db: Path) -
     assert store._reader.ivf_user("alice") and not store._reader.ivf_user("bob")
     store.remember("alice", BOARD_GAME, session_id="s1", msg_seq=1)
     mid = store.remember("bob", VIOLIN, session_id="s1", msg_seq=1)
-    alice = store.recall("Which board game does the family play on Fridays?", user_id="alice", min_sim=0, top_k=10)
-    assert BOARD_GAME not in [h.content for h in alice]
+    question = "Which board game does the family play on Fridays?"
+    before = store.recall(question, user_id="alice", min_sim=0, top_k=5)
+    assert before[0].content == BOARD_GAME
     bob = store.recall("Who repairs violins?", user_id="bob", min_sim=0, top_k=3)
     assert bob[0].source_message_ids == [mid]
     store.build(vars={"recall_index_min_rows": 3})
-    alice = store.recall("Which board game does the family play on Fridays?", user_id="alice", min_sim=0, top_k=3)
-    assert alice[0].content == BOARD_GAME
+    after = store.recall(question, user_id="alice", min_sim=0, top_k=5)
+    assert _ids(after) == _ids(before)
+    for x, y in zip(before, after):
+        assert y.score == pytest.approx(x.score, rel=1e-4, abs=1e-6)
     store.close()

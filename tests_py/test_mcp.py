@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -17,7 +18,10 @@ from recall_shim.common.embedding import embed_texts
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 
 
-async def _session_calls(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+async def _session_calls(db: Path, calls: list[tuple[str, dict[str, Any]]],
+                         until: Callable[[Any], bool] | None = None) -> tuple[list[str], list[Any]]:
+    """Run ``calls`` in one MCP session over stdio; with ``until``, the last call is repeated
+    (up to a generous deadline) until ``until`` holds for its result."""
     params = StdioServerParameters(command=EXE, args=["mcp", "--db", str(db)],
                                    env={"OMP_WAIT_POLICY": "passive", **{k: v for k, v in os.environ.items()
                                                                          if k.startswith("AGENT_MEMORY_")}})
@@ -27,6 +31,10 @@ async def _session_calls(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> t
                 await session.initialize()
                 tools = [t.name for t in (await session.list_tools()).tools]
                 results = [await session.call_tool(name, args) for name, args in calls]
+                deadline = time.monotonic() + 60
+                while until is not None and not until(results[-1]) and time.monotonic() < deadline:
+                    await anyio.sleep(0.1)
+                    results[-1] = await session.call_tool(*calls[-1])
     return tools, results
 
 

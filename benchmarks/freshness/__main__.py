@@ -6,7 +6,9 @@ Builds a small store (--users users x --base messages each) in a temp folder, st
   without writer  --readers threads recall random users' memories back to back
   with writer     the same readers, plus a writer that remembers --rate messages per second
                   (POST /remember, random users) and a checker that recalls each acknowledged
-                  message's user with the message's text until a result carries its message_id
+                  message's user until a result carries its message_id: by the message text's
+                  vector, embedded once by the checker (--checker vector, the default), or by
+                  the text itself, which the server embeds again every round (--checker text)
 
 and prints the time from an acknowledged ``remember`` to the first recall that returns it
 (p50 / p99; goal p99 <= 2 s) and the readers' recall latency with vs without the writer (p50 /
@@ -19,10 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,20 +29,15 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.server import running_server
+from recall_shim.common.embedding import embed_texts
+
 THINGS = ("green tea", "jazz records", "mountain hiking", "spicy food", "dark mode", "python scripts",
           "long walks", "board games", "sourdough bread", "old violins", "red canoes", "apple trees",
           "chess openings", "night trains", "watercolour paintings", "vintage cameras")
 PLACES = ("Lisbon", "Oslo", "Kyoto", "Quito", "Tallinn", "Hobart", "Leipzig", "Porto", "Nairobi", "Austin")
 QUESTIONS = ("what does the user like?", "where has the user been?", "what hobbies does the user have?",
              "what does the user do on weekends?", "which city did the user mention?")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _sentence(rng: random.Random, n: int) -> str:
@@ -90,10 +84,14 @@ class _Readers:
 
 
 def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: float, seconds: float,
-                  seed: int) -> tuple[list[float], int, int]:
+                  seed: int, vector_model: str | None) -> tuple[list[float], int, int]:
     """Remember at ``rate`` per second for ``seconds``; a checker recalls each acknowledged
-    message until it is returned. Returns (seconds to recallable per message, written, missed)."""
+    message until it is returned. Returns (seconds to recallable per message, written, missed).
+    ``vector_model``: the checker embeds each message's text once with it (the store's model,
+    query form) and recalls by that vector; None: it sends the text, which the server embeds
+    every round (the checker's own load then grows with the backlog)."""
     rng = random.Random(seed)
+    vectors: dict[str, list[float]] = {}
     pending: list[tuple[str, str, str, float]] = []  # (message_id, user, content, acknowledged at)
     lock = threading.Lock()
     done = threading.Event()
@@ -112,9 +110,14 @@ def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: flo
                 by_user: dict[str, list[tuple[str, str, str, float]]] = {}
                 for item in todo:
                     by_user.setdefault(item[1], []).append(item)
+                if vector_model is not None:
+                    new = [i for i in todo if i[0] not in vectors]
+                    for item, v in zip(new, embed_texts(vector_model, "query", [i[2] for i in new]) if new else []):
+                        vectors[item[0]] = [float(x) for x in v]
                 for user, items in by_user.items():
                     items = items[:32]
-                    r = client.post("/recall-many", json={"user_id": user, "queries": [i[2] for i in items],
+                    queries = [vectors[i[0]] if vector_model is not None else i[2] for i in items]
+                    r = client.post("/recall-many", json={"user_id": user, "queries": queries,
                                                           "top_k": 3, "min_sim": 0, "record_access": False})
                     now = time.monotonic()
                     groups = r.json()["results"] if r.status_code == 200 else [[] for _ in items]
@@ -154,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20, help="writer: messages per second (default 20)")
     ap.add_argument("--seconds", type=float, default=30, help="length of each phase (default 30)")
     ap.add_argument("--readers", type=int, default=2, help="reader threads (default 2)")
+    ap.add_argument("--checker", choices=("vector", "text"), default="vector",
+                    help="vector (default): the checker embeds each message once and recalls by vector; "
+                         "text: it sends the text every round (the server embeds it each time)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     from recall_shim import MemoryStore
@@ -169,38 +175,20 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         store.build()
         print(f"built in {time.monotonic() - t:.1f} s", flush=True)
-        port, token = _free_port(), secrets.token_urlsafe(16)
-        url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
-        exe = str(Path(sys.executable).with_name("agent-memory"))
-        log = open(Path(tmp) / "server.log", "w")
-        proc = subprocess.Popen([exe, "serve", "--db", str(store.paths.db), "--port", str(port),
-                                 "--log-level", "warning"], env={**os.environ, "AGENT_MEMORY_TOKEN": token},
-                                stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/health", timeout=5).json().get("ready"):
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start: " + (Path(tmp) / "server.log").read_text())
-                time.sleep(0.2)
+        with running_server(store.paths.db, Path(tmp) / "server.log") as (url, headers):
             with _Readers(url, headers, users, 1, 1):
                 time.sleep(3)  # warm up
             with _Readers(url, headers, users, args.readers, 100) as idle:
                 time.sleep(args.seconds)
             with _Readers(url, headers, users, args.readers, 200) as loaded:
-                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-            log.close()
+                model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
+                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300,
+                                                       model if args.checker == "vector" else None)
     f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
     i50, i99 = _quantiles(idle.times)
     l50, l99 = _quantiles(loaded.times)
     print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads; "
+          f"checker: by {args.checker}; "
           f"store: {args.users} users x {args.base} messages in the snapshot")
     print(f"time to recallable (acknowledged remember -> first recall returning it): p50 {f50 * 1000:.0f} ms, "
           f"p99 {f99 * 1000:.0f} ms over {len(fresh)} messages ({missed} not returned within 60 s)")

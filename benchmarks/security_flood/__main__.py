@@ -22,28 +22,19 @@ import json
 import multiprocessing
 import os
 import random
-import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 import httpx
+
+from benchmarks.server import running_server
 
 from .heavy import heavy_caller
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ("the user likes green tea long walks in the mountains jazz records spicy food and early "
          "meetings about python data pipelines with tables and dark mode").split()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _long_text(rng: random.Random, chars: int) -> str:
@@ -106,24 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         store.ingest(ROOT / "demo" / "session_log.jsonl")
         print("building a small store (demo log) ...", flush=True)
         store.build()
-        port, token = _free_port(), secrets.token_urlsafe(16)
-        url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
-        exe = str(Path(sys.executable).with_name("agent-memory"))
-        log = open(Path(tmp) / "server.log", "w")
-        proc = subprocess.Popen([exe, "serve", "--db", str(store.paths.db), "--port", str(port),
-                                 "--log-level", "warning"], env={**os.environ, "AGENT_MEMORY_TOKEN": token},
-                                stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/health", timeout=5).json().get("ready"):
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start: " + (Path(tmp) / "server.log").read_text())
-                time.sleep(0.2)
+        with running_server(store.paths.db, Path(tmp) / "server.log") as (url, headers):
             attack = {"user_id": "heavy", "queries": [_long_text(rng, 2000) for _ in range(32)],
                       "record_access": False}
             allowed = {"user_id": "heavy", "queries": [_long_text(rng, 2000) for _ in range(4)],
@@ -138,10 +112,6 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append((name, times, statuses))
                 again, _ = _phase(client, url, headers, args.light, args.max_seconds, 0, None)
                 rows.append(("unloaded again", again, {}))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-            log.close()
     b50, b99 = _quantiles(base)
     print(f"\nlight caller: one short POST /recall at a time; heavy callers: {args.heavy_callers} processes")
     print(f"{'phase':<16} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}  heavy answers")

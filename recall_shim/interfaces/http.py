@@ -182,7 +182,7 @@ def create_app(service: MemoryService, guard: Guard | None = None) -> FastAPI:
         title="agent-memory",
         version=package_version(),
         summary="Long-term memory for AI agents: remember messages, recall memories by meaning.",
-        description="Writes land durably and are recallable at once (the hot tail); reads use the "
+        description="Writes land durably and are recallable within seconds, before any build (the hot tail); reads use the "
                     "newest published serving snapshot. See docs/server.md.",
         lifespan=lifespan,
     )

@@ -47,7 +47,7 @@ log = logging.getLogger("agent_memory.mcp")
 
 INSTRUCTIONS = (
     "Long-term memory of users across sessions. Call `remember` with each user message worth "
-    "keeping (it is recallable at once), and `prompt` or `recall` with what the "
+    "keeping (it is recallable within seconds), and `prompt` or `recall` with what the "
     "user is asking, always with the user's id, to get what you know about them."
 )
 VERSION = package_version()

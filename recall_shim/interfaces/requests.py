@@ -127,8 +127,8 @@ class Operation:
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("remember", "/remember", RememberRequest,
-              "Append one message to the user's session log. Durable when it returns; recallable at once "
-              "(the hot tail), folded into the memories at the next build.", read_only=False, http_status=202),
+              "Append one message to the user's session log. Durable when it returns; recallable before any "
+              "build (the hot tail: at once in-process, within seconds through a server), folded into the memories at the next build.", read_only=False, http_status=202),
     Operation("ingest", "/ingest", IngestRequest,
               "Land many session-log rows (objects with user_id, session_id, msg_seq, role, content, ts, "
               "message_id, agent_id) as one file.", read_only=False, http_status=202),

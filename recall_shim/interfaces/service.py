@@ -96,6 +96,9 @@ class MemoryService:
 
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
         self.store = open_store(db)
+        start_tail_worker = getattr(self.store, "start_tail_worker", None)
+        if callable(start_tail_worker):  # the hot tail's upkeep outside the recall lane (docs/serving.md)
+            start_tail_worker()
         self._lane = FairLane()
         self._heavy_lane = FairLane()
         self._build_lock = threading.Lock()
@@ -166,7 +169,7 @@ class MemoryService:
         kwargs = {k: v for k, v in fields.items() if v is not None}
         message_id = self.store.remember(user_id, content, **kwargs)
         return {"message_id": message_id, "landed": True,
-                "note": "durable now; recallable at once (hot tail)"}
+                "note": "durable now; recallable within seconds, before any build (hot tail)"}
 
     def ingest(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows:

@@ -102,7 +102,7 @@ class HybridSearcher:
         ix = self.index
         q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
         lo, hi = ix.block(user_id)
-        allowed = self._allowed(kinds)
+        allowed = self.allowed_kinds(kinds)
         if hi == lo or not allowed.any() or top_k <= 0:
             return [[] for _ in q64]
         big = user_id in ix.meta["ivf"]
@@ -130,7 +130,7 @@ class HybridSearcher:
 
     # --- pieces ---------------------------------------------------------------------------
 
-    def _allowed(self, kinds: Sequence[str] | None) -> np.ndarray:
+    def allowed_kinds(self, kinds: Sequence[str] | None) -> np.ndarray:
         """Kind codes in scope, as the compiled statement's scoped_memories (a NULL kind is in
         scope only without a filter, and then only if episodes are recalled by default)."""
         names = self.index.kinds
@@ -160,7 +160,7 @@ class HybridSearcher:
             out.append(_Lexical(rows, score))
         return out
 
-    def _score(self, rows: np.ndarray, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float,
+    def score_rows(self, rows: np.ndarray, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float,
                fac: np.ndarray) -> np.ndarray:
         """The snapshot's score of ``rows`` (cosine clipped to [mn, mx]: mn and mx are cosines of
         the rows themselves, the clip only removes float64 rounding between two matrix products
@@ -170,7 +170,7 @@ class HybridSearcher:
             cos = np.clip(cos, mn, mx)
         return f.score(f.relevance(cos=cos, cos_min=mn, cos_max=mx, bm25=ls), fac[rows])
 
-    def _hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
+    def rank_hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
               min_sim: float) -> list[Hit]:
         """Rank (unique) rows with exact cosines and scores: threshold, score desc, memory_id."""
         ix = self.index
@@ -181,7 +181,7 @@ class HybridSearcher:
         return [Hit(int(r[i]), ids[i].decode(), ix.kinds[ix.kind[r[i]]], float(c[i]), float(ix.strength[r[i]]),
                           float(s[i]), float(lsc[i])) for i in order]
 
-    def _block_cosines(self, lo: int, hi: int, qn: np.ndarray, mapped: bool) -> np.ndarray:
+    def block_cosines(self, lo: int, hi: int, qn: np.ndarray, mapped: bool) -> np.ndarray:
         """float32-accurate cosines of a whole block (NaN for zero vectors)."""
         ix = self.index
         q32 = qn.astype(np.float32)
@@ -198,7 +198,7 @@ class HybridSearcher:
                allowed: np.ndarray, fac: np.ndarray, mapped: bool) -> list[Hit]:
         """The whole block: float32 screening of every scoped memory, float64 re-rank."""
         ix, f = self.index, self.fusion
-        approx = self._block_cosines(lo, hi, qn, mapped)
+        approx = self.block_cosines(lo, hi, qn, mapped)
         in_scope = allowed[ix.kind[lo:hi]]
         rows = lo + np.flatnonzero(in_scope & np.isfinite(approx))
         if not len(rows):
@@ -212,14 +212,14 @@ class HybridSearcher:
         ls = lex.of(rows)
         # the exact cosine is within TIE_MARGIN of c32 and the score non-decreasing in it: a row
         # can reach the top k only if its score at c32 + margin reaches the k-th score at c32 - margin
-        upper = self._score(rows, c32 + TIE_MARGIN, ls, mn, mx, fac)
+        upper = self.score_rows(rows, c32 + TIE_MARGIN, ls, mn, mx, fac)
         elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(upper))
         if len(elig) > top_k:
-            lower = self._score(rows[elig], c32[elig] - TIE_MARGIN, ls[elig], mn, mx, fac)
+            lower = self.score_rows(rows[elig], c32[elig] - TIE_MARGIN, ls[elig], mn, mx, fac)
             elig = elig[near_top(lower, upper[elig], top_k)]
         keep = rows[elig]
         cos = exact(keep)
-        return self._hits(keep, cos, self._score(keep, cos, ls[elig], mn, mx, fac), ls[elig], top_k, min_sim)
+        return self.rank_hits(keep, cos, self.score_rows(keep, cos, ls[elig], mn, mx, fac), ls[elig], top_k, min_sim)
 
     def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
              top_k: int, min_sim: float, fac: np.ndarray) -> list[Hit]:
@@ -244,7 +244,7 @@ class HybridSearcher:
         ls = lex.of(rows)
         rel = formula.relevance(cos=cos, cos_min=float(cos.min()), cos_max=float(cos.max()), bm25=ls,
                                 vector_rank=vrank, lexical_rank=lexical_rank)
-        return self._hits(rows, cos, formula.score(rel, fac[rows]), ls, top_k, min_sim)
+        return self.rank_hits(rows, cos, formula.score(rel, fac[rows]), ls, top_k, min_sim)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
                     min_sim: float, allowed: np.ndarray, fac: np.ndarray) -> list[Hit]:
@@ -355,7 +355,7 @@ class HybridSearcher:
             if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
                 mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
             ls = lex.of(rows)
-            hits = self._hits(rows, cos, self._score(rows, cos, ls, mn, mx, fac), ls, top_k, min_sim)
+            hits = self.rank_hits(rows, cos, self.score_rows(rows, cos, ls, mn, mx, fac), ls, top_k, min_sim)
             kth = hits[-1].score if len(hits) == top_k else -np.inf
             if f.method == "lexical":
                 bound = ix.formula.bound(float(ix.formula.relevance(bm25=b_next)), f_min, f_max)

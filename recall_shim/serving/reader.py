@@ -21,6 +21,7 @@ from recall_shim.serving.index import Hit, SnapshotIndex, index_dir
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.published import ready_snapshots
 from recall_shim.serving.snapshot import connect_snapshot
+from recall_shim.serving.tail_search import UserTail, search_with_tail
 
 # The index reproduces the compiled statement for the vector-only fusion (recall_shim/serving/index.py)
 # and, with the term postings beside it, for the hybrid fusions (recall_shim/serving/hybrid.py,
@@ -91,6 +92,7 @@ class SnapshotReader:
     _hybrid: HybridSearcher | None = None  # the hybrid fusions from the index (None: compiled)
     _recall_row: dict[str, Any] = field(default_factory=dict)  # the snapshot's recall_queries rows
     _settled: int | None = None  # mtime of the serving folder when nothing was left to look for
+    with_index: bool = True  # False: the snapshot's tables only (the hot tail's worker: no index in RAM twice)
 
     def refresh(self) -> None:
         """Serve the newest complete snapshot. Publishing, pruning and forgetting all add or
@@ -156,7 +158,9 @@ class SnapshotReader:
 
     def _open_index(self, snapshot: Path) -> SnapshotIndex | None:
         assert self._settings is not None
-        self._index_tried = (index_dir(snapshot) / "meta.json").exists()
+        self._index_tried = (index_dir(snapshot) / "meta.json").exists() or not self.with_index
+        if not self.with_index:
+            return None
         s = self._settings
         self._hybrid = None
         hybrid = fusion_of(self._recall_row) if s.fusion_method in HYBRID_FUSIONS else None
@@ -304,6 +308,37 @@ class SnapshotReader:
                 return self._run_indexed(user_id, vectors, top_k, min_sim, kinds)
         return run_compiled(self._con, self._settings.sql_text, user_id, vectors, top_k, min_sim, kinds, texts,
                             agent_id, session_id)
+
+    def run_with_tail(self, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
+                      kinds: Sequence[str] | None, texts: Sequence[str | None] | None,
+                      tail: UserTail) -> list[list[RecalledMemory]] | None:
+        """The answer over the user's snapshot memories and hot-tail memories ``tail`` from the
+        index (recall_shim/serving/tail_search.py), or None when the index does not serve it (the
+        caller runs the compiled statement over both). Refresh first (``settings``)."""
+        users, memories = pending_forget(self.paths)
+        if user_id in users:
+            return [[] for _ in vectors]
+        if self._hybrid is None or self._con is None or not vectors:
+            return None
+        try:
+            groups = search_with_tail(self._hybrid, self._con, user_id, np.asarray(vectors, dtype=np.float64), texts,
+                                      int(top_k), float(min_sim), kinds, tail)
+        except Unserved:
+            return None
+        out = []
+        for intent, hits in enumerate(groups):
+            group = []
+            for rank, h in enumerate(hits, start=1):
+                if h.row < 0:
+                    content, sources = tail.content[-h.row - 1], tail.sources[-h.row - 1]
+                else:
+                    content, sources = self._hybrid.index.payload_of(h.row)
+                if h.memory_id in memories:
+                    continue
+                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
+                                            list(sources), rank, intent, h.lexical_score))
+            out.append(group)
+        return out
 
     def _run_indexed(
         self,

@@ -2,22 +2,26 @@
 (docs/serving.md "Hot tail").
 
 A build records which landing files its snapshot covers (``record_covered``: the message files
-listed before dbt started, all of which the build loads). A reader lists the messages folder when
-it changed, reads the files the record does not cover, and makes their memories with the
-statements the build published in ``recall_queries`` (macros/tail.sql: the build's own typing,
-checks, episode extraction, memory ids, strength fold and term rows), embedding each new text
-once with the store's model. A user with tail memories is recalled by the snapshot's compiled
-recall statement over the snapshot's rows plus the tail's (temporary views on a cursor of the
-snapshot connection: ``long_term_memory``, ``memory_term_index`` and ``memory_term_stats``, whose
-statistics are recomputed over both with the build's macro): one score definition, the min-max
-of cosine and BM25's statistics over the same memories the next build serves. A tail memory
-whose memory_id the snapshot holds is left out (the snapshot's row answers). Forget tombstones
-drop the forgotten rows; a new tombstone rebuilds the tail.
+listed before dbt started, all of which the build loads). ``HotTail.sync`` lists the messages
+folder when it changed, reads the files the record does not cover, and makes their memories with
+the statements the build published in ``recall_queries`` (macros/tail.sql: the build's own
+typing, checks, episode extraction, memory ids, strength fold, term rows and statistics), in one
+statement run per batch of new rows, embedding each new text once with the store's model. It
+works on its own in-memory DuckDB and its own read-only connection of the snapshot (never the
+recall path's), and publishes an immutable ``TailState``: per user a ``UserTail`` of the visible
+tail memories (recall_shim/serving/tail_search.py). A tail memory whose memory_id the snapshot
+holds, or that the build folds into another memory, is not visible (the snapshot's row answers).
+Forget tombstones drop the forgotten rows; a new tombstone rebuilds the tail.
+
+Who runs ``sync``: a long-lived server starts a worker thread (``start_worker``) that syncs
+every WORKER_POLL seconds or when kicked; recall only reads the current state and never waits for
+the worker, except after a new snapshot or tombstone (then up to ``wait`` seconds, else the
+snapshot alone answers). Without a worker (the library, a one-shot CLI) the recall syncs first.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 import time
 from datetime import datetime, timezone
@@ -30,36 +34,47 @@ import pyarrow as pa
 from recall_shim.common.embedding import embed_texts
 from recall_shim.common.paths import StorePaths
 from recall_shim.common.sql import sql_ident
+from recall_shim.errors import StoreNotBuilt
 from recall_shim.forget.journal import pending_forget
-from recall_shim.serving.reader import RecalledMemory, SnapshotReader, run_compiled
+from recall_shim.serving.reader import RecalledMemory, SnapshotReader
+from recall_shim.serving.tail_compiled import CompiledTail
 from recall_shim.serving.tail_files import (CANDIDATE_SCHEMA, COVERED_RECORD, EXTRACTION_SCHEMA, LANDED_SCHEMA,
-                                            MEMORY_COLUMNS, MEMORY_SCHEMA, ROW_SCHEMA, TERM_SCHEMA, dicts, jsonl_names,
-                                            landed_message_files, landed_row, read_jsonl, file_stamp)
+                                            MEMORY_COLUMNS, ROW_SCHEMA, TERM_SCHEMA, Tombstones, covered_files, dicts,
+                                            jsonl_names, landed_message_files, landed_row, read_jsonl, file_stamp)
+from recall_shim.serving.tail_search import TailState, UserTail
 
 __all__ = ["HotTail"]
 
+log = logging.getLogger("agent_memory.tail")
+
 RELOOK_NS = 2_000_000_000
+WORKER_POLL = 0.05  # seconds between the worker's looks (a stat each) when nothing kicks it
 STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_term_stats",
               "tail_merged")
 
 
 class HotTail:
-    """The tail of one store, kept by one reader (the store's recall path; thread-safe)."""
+    """The tail of one store, kept by one reader (thread-safe)."""
 
     def __init__(self, paths: StorePaths) -> None:
         self.paths = paths
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the sync's own state below
         self._con = duckdb.connect()  # runs the published tail statements
+        self._reader = SnapshotReader(paths, with_index=False)  # the tail's own snapshot connection
         self._emb: dict[tuple[str, str], list[float]] = {}  # (form, content) -> vector, embedded once
         self._clear()
         self._snapshot: Path | None = None
         self._statements: dict[str, str] | None = None
         self._model = ""
         self._dim = 0
-        self._view_con: Any = None  # the snapshot connection the cursor's views were made on
-        self._cursor: duckdb.DuckDBPyConnection | None = None
-        self._registered = -1
-        self._snap_relations = ("", "")
+        self._check: tuple[Any, duckdb.DuckDBPyConnection] | None = None  # (connection, its cursor with views)
+        self._state = TailState()
+        self._changed = threading.Condition()
+        self._compiled = CompiledTail()
+        self._worker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._kick = threading.Event()
+        self._healthy = False  # the worker's last sync succeeded
 
     def _clear(self) -> None:
         self._rows: dict[str, list[dict[str, Any]]] = {}  # user -> accepted rows of uncovered files
@@ -68,50 +83,118 @@ class HotTail:
         self._memories: dict[str, list[dict[str, Any]]] = {}  # user -> tail memory rows
         self._terms: dict[str, list[dict[str, Any]]] = {}  # user -> their term rows
         self._hidden: dict[str, set[str]] = {}  # user -> tail memory ids the snapshot holds or folds in
+        self._users: dict[str, UserTail] = {}  # user -> visible tail memories (published)
+        self._term_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (memory_id, content) -> term rows
         self._stamps: dict[str, Any] = {}  # key -> (stat stamp, when looked at)
         self._tombstone_names: list[str] = []
         self._covered: frozenset[str] = frozenset()
-        self._forgotten_users: dict[str, str] = {}  # user -> forgotten_at
-        self._forgotten: set[tuple[str, str]] = set()  # (user, message_id)
-        self._forgotten_memories: set[str] = set()
-        self._version = 0
+        self._tombstones = Tombstones()
 
     def reset(self) -> None:
-        """Forget everything read (e.g. after a forget in this process); the next sync re-reads."""
+        """Forget everything read (e.g. after a forget in this process) and let go of the snapshot
+        connection (a purged snapshot's file is not held open); the next sync re-reads. Until
+        then no tail is served."""
         with self._lock:
             self._clear()
+            self._check = None
+            self._reader.close()
+            self._snapshot = None
+            self._publish(TailState())
+
+    # --- the worker ----------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    def start_worker(self) -> None:
+        """Keep the tail in a background thread (a long-lived server): recall then only reads."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._worker = threading.Thread(target=self._work, name="hot-tail", daemon=True)
+        self._worker.start()
+
+    def kick(self) -> None:
+        """Ask the worker to look now (e.g. after this process landed a message)."""
+        self._kick.set()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self._kick.wait(WORKER_POLL)
+            self._kick.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.sync()
+                self._healthy = True
+            except StoreNotBuilt:
+                self._healthy = False
+            except Exception as exc:  # noqa: BLE001 - the worker logs and goes on; recall serves the snapshot
+                log.warning("the hot tail's worker failed (recall serves the snapshot alone meanwhile): %s", exc)
+                self._healthy = False
+                self.reset()
+                self._stop.wait(1.0)
+
+    def current(self, snapshot: Path | None, wait: float = 0.0) -> TailState | None:
+        """The state made against ``snapshot`` with every tombstone seen, or None (the snapshot
+        alone answers). With a healthy worker running, waits up to ``wait`` seconds for it."""
+        deadline = time.monotonic() + wait
+        with self._changed:
+            while True:
+                state = self._state
+                if state.snapshot == snapshot and state.forget_stamp == file_stamp(self.paths.forget):
+                    return state
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not (self.running and self._healthy):
+                    return None
+                self._kick.set()
+                self._changed.wait(remaining)
+
+    def _publish(self, state: TailState) -> None:
+        with self._changed:
+            self._state = state
+            self._changed.notify_all()
 
     # --- keeping up --------------------------------------------------------------------------
-    def sync(self, reader: SnapshotReader) -> None:
-        """Read what landed since the last look and make its memories (cheap when nothing did)."""
+    def sync(self) -> None:
+        """Read what landed since the last look, make its memories and publish the new state
+        (cheap when nothing changed: a few stats). Raises StoreNotBuilt without a snapshot."""
         with self._lock:
-            con = reader.connection()
-            if reader.snapshot_path != self._snapshot:
-                self._snapshot = reader.snapshot_path
+            self._reader.refresh()
+            con = self._reader.connection()
+            forget_stamp = file_stamp(self.paths.forget)
+            if self._reader.snapshot_path != self._snapshot:
+                self._snapshot = self._reader.snapshot_path
                 self._load_statements(con)
                 self._hidden = {}  # re-checked against the new snapshot below
                 self._stamps.pop("covered", None)
                 self._stamps.pop("messages", None)
-            if self._statements is None:
-                return
-            touched: set[str] = set()
-            if self._looked_at("forget", self.paths.forget):
-                names = jsonl_names(self.paths.forget)
-                if names != self._tombstone_names:  # a forget: start again from the rewritten files
-                    stamps = self._stamps
-                    self._clear()
-                    self._stamps = {"forget": stamps["forget"]}
-                    self._tombstone_names = names
-                    self._read_tombstones(names)
-            if self._looked_at("covered", self.paths.serving / COVERED_RECORD):
-                touched |= self._apply_covered()
-            if self._looked_at("messages", self.paths.messages):
-                touched |= self._read_new_files()
-            touched |= {u for u in self._memories if u not in self._hidden}
-            if touched:
-                self._make_memories(touched)
-                self._check_snapshot(reader, touched)
-                self._version += 1
+            if self._statements is None:  # a snapshot published without the tail's statements
+                self._users = {}
+            else:
+                touched: set[str] = set()
+                if self._looked_at("forget", self.paths.forget):
+                    names = jsonl_names(self.paths.forget)
+                    if names != self._tombstone_names:  # a forget: start again from the rewritten files
+                        stamps = self._stamps
+                        self._clear()
+                        self._stamps = {"forget": stamps["forget"]}
+                        self._tombstone_names = names
+                        self._tombstones.read(self.paths.forget, names)
+                if self._looked_at("covered", self.paths.serving / COVERED_RECORD):
+                    touched |= self._apply_covered()
+                if self._looked_at("messages", self.paths.messages):
+                    touched |= self._read_new_files()
+                touched |= {u for u in self._memories if u not in self._hidden}
+                touched |= set(self._users) - set(self._memories)
+                if touched:
+                    self._make_memories(touched)
+                    self._check_snapshot(touched)
+                    self._make_user_tails(touched)
+            state = self._state
+            if (state.snapshot, state.forget_stamp, state.users) != (self._snapshot, forget_stamp, self._users):
+                self._publish(TailState(self._snapshot, forget_stamp, dict(self._users), self._dim,
+                                        (self._statements or {}).get("tail_term_stats")))
 
     def _looked_at(self, key: str, path: Path) -> bool:
         """Whether ``path`` may have changed since it was last looked at under ``key`` (and note
@@ -134,26 +217,11 @@ class HotTail:
             self._con.execute(self._statements["tail_seeds"])  # the rules' seed tables, once per snapshot
         if settings:
             self._model, self._dim = str(settings[0]), int(settings[1])
-        self._view_con = None
-
-    def _read_tombstones(self, names: list[str]) -> None:
-        for name in names:
-            for t in read_jsonl(self.paths.forget / name):
-                user, at = t.get("user_id"), str(t.get("forgotten_at") or "")
-                if t.get("scope") == "user" and isinstance(user, str):
-                    self._forgotten_users[user] = max(at, self._forgotten_users.get(user, ""))
-                elif t.get("scope") == "memory" and isinstance(t.get("memory_id"), str):
-                    self._forgotten_memories.add(t["memory_id"])
-                elif t.get("scope") == "message" and isinstance(user, str) and isinstance(t.get("message_id"), str):
-                    self._forgotten.add((user, t["message_id"].strip()))
+        self._check = None
 
     def _apply_covered(self) -> set[str]:
         """Drop the rows of files the newest build loaded; returns the users whose rows changed."""
-        try:
-            record = json.loads((self.paths.serving / COVERED_RECORD).read_text(encoding="utf-8"))
-            covered = frozenset(str(f) for f in record["files"])
-        except (OSError, ValueError, KeyError, TypeError):
-            covered = self._covered_by_time()
+        covered = covered_files(self.paths, self._snapshot)
         self._covered = covered
         gone = self._files & covered
         if not gone:
@@ -168,19 +236,6 @@ class HotTail:
                 self._extractions[user] = [e for e in self._extractions.get(user, []) if e["landing_file"] not in gone]
         return touched
 
-    def _covered_by_time(self) -> frozenset[str]:
-        """Without a record (a store built by plain ``dbt build``): the files written before the
-        newest snapshot was marked ready count as covered (a file landed during that build shows
-        only after the next one)."""
-        if self._snapshot is None:
-            return frozenset()
-        ready = self._snapshot.with_suffix(self.paths.layout.ready)
-        try:
-            cut = datetime.fromtimestamp(ready.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        except FileNotFoundError:
-            return frozenset()
-        return frozenset(n for n in landed_message_files(self.paths) if n < cut)
-
     def _read_new_files(self) -> set[str]:
         """Read the landed files not read yet: their accepted rows, extracted once (published
         statements tail_rows and tail_extractions); returns the users they belong to."""
@@ -191,7 +246,7 @@ class HotTail:
                 continue
             self._files.add(name)
             raw += [row for row in (landed_row(rec, name) for rec in read_jsonl(self.paths.messages / name))
-                    if row["user_id"] is not None and not self._is_forgotten(row)]
+                    if row["user_id"] is not None and not self._tombstones.forgets(row)]
         if not raw:
             return set()
         self._con.register("tail_messages", pa.Table.from_pylist(raw, schema=LANDED_SCHEMA))
@@ -204,13 +259,6 @@ class HotTail:
         for r in rows:
             self._rows.setdefault(r["user_id"], []).append(r)
         return {r["user_id"] for r in rows}
-
-    def _is_forgotten(self, row: dict[str, Any]) -> bool:
-        user = row["user_id"]
-        at = self._forgotten_users.get(user)
-        if at is not None and str(row.get("landed_at") or "") <= at:
-            return True
-        return (user, str(row.get("message_id") or "").strip()) in self._forgotten
 
     def _make_memories(self, users: set[str]) -> None:
         """(Re)make the tail memories of ``users`` from all their uncovered rows."""
@@ -227,21 +275,27 @@ class HotTail:
             [e for u in users for e in self._extractions.get(u, [])], schema=EXTRACTION_SCHEMA))
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         made = dicts(self._con.execute(self._statements["tail_memories"], [now]))
-        made = [m for m in made if m["memory_id"] not in self._forgotten_memories]
+        made = [m for m in made if m["memory_id"] not in self._tombstones.memories]
         self._embed(made)
+        by_id = {m["memory_id"]: m["content"] for m in made}
         for m in made:
             self._memories.setdefault(m["user_id"], []).append(m)
-        if made:
+        new = [m for m in made if (m["memory_id"], m["content"]) not in self._term_cache]
+        if new:  # term rows depend on the content alone: each memory's are made once
             self._con.register("tail_memory_rows", pa.Table.from_pylist(
-                [{"memory_id": m["memory_id"], "user_id": m["user_id"], "content": m["content"]} for m in made]))
+                [{"memory_id": m["memory_id"], "user_id": m["user_id"], "content": m["content"]} for m in new]))
+            for m in new:
+                self._term_cache[(m["memory_id"], m["content"])] = []
             for t in dicts(self._con.execute(self._statements["tail_terms"])):
-                self._terms.setdefault(t["user_id"], []).append(t)
+                self._term_cache[(t["memory_id"], by_id[t["memory_id"]])].append(t)
+        for m in made:
+            self._terms.setdefault(m["user_id"], []).extend(self._term_cache[(m["memory_id"], m["content"])])
 
-    def _check_snapshot(self, reader: SnapshotReader, users: set[str]) -> None:
+    def _check_snapshot(self, users: set[str]) -> None:
         """Which tail memories of ``users`` the snapshot holds (same memory_id) or the build folds
         into another memory (the published tail_merged statement): those are not shown."""
         assert self._statements is not None
-        cursor = self._views(reader)
+        cursor = self._check_cursor()
         mems = [m for u in users for m in self._memories.get(u, [])]
         cursor.register("tail_candidates_arrow", pa.Table.from_pylist(
             [{c: m.get(c) for c in CANDIDATE_SCHEMA.names} for m in mems], schema=CANDIDATE_SCHEMA))
@@ -249,7 +303,46 @@ class HotTail:
         hidden |= {r[0] for r in cursor.execute("select memory_id from tail_held").fetchall()}
         for u in users:
             self._hidden[u] = {m["memory_id"] for m in self._memories.get(u, []) if m["memory_id"] in hidden}
-        self._version += 1
+
+    def _check_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the tail's snapshot connection with the views tail_merged reads."""
+        con = self._reader.connection()
+        if self._check is not None and self._check[0] is con:
+            return self._check[1]
+        cur = con.cursor()
+        snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        ltm = f"{snap}.main.long_term_memory"
+        emb = f"embedding::float[{int(self._dim)}] as embedding"
+        cur.register("tail_candidates_arrow", pa.Table.from_pylist([], schema=CANDIDATE_SCHEMA))
+        for view in (
+            f"tail_candidates as select memory_id, user_id, kind, slot, created_at, {emb} from tail_candidates_arrow",
+            f"tail_prior_memories as select user_id, kind, slot, embedding from {ltm}"
+            " where user_id in (select user_id from tail_candidates)",
+            f"tail_held as select t.memory_id from tail_candidates as t"
+            f" where exists (select 1 from {ltm} as s where s.user_id = t.user_id and s.memory_id = t.memory_id)",
+        ):
+            cur.execute("create or replace temp view " + view)
+        self._check = (con, cur)
+        return cur
+
+    def _make_user_tails(self, users: set[str]) -> None:
+        """The visible tail memories of ``users`` as arrays, with their BM25 statistics (published
+        tail_term_stats over the visible tail memories' term rows)."""
+        assert self._statements is not None
+        visible = {u: [m for m in self._memories.get(u, []) if m["memory_id"] not in self._hidden.get(u, set())]
+                   for u in users}
+        ids = {m["memory_id"] for ms in visible.values() for m in ms}
+        terms = [t for u in users for t in self._terms.get(u, []) if t["memory_id"] in ids]
+        self._con.register("tail_term_rows", pa.Table.from_pylist(terms, schema=TERM_SCHEMA))
+        stats: dict[str, list[dict[str, Any]]] = {}
+        for s in dicts(self._con.execute(self._statements["tail_term_stats"])):
+            stats.setdefault(s["user_id"], []).append(s)
+        for u, mems in visible.items():
+            if mems:
+                self._users[u] = UserTail.of(mems, [t for t in self._terms.get(u, []) if t["memory_id"] in ids],
+                                             stats.get(u, []), MEMORY_COLUMNS)
+            else:
+                self._users.pop(u, None)
 
     def _embed(self, memories: list[dict[str, Any]]) -> None:
         """Each memory's vector: the store's model, the form the build embeds its kind in."""
@@ -275,91 +368,31 @@ class HotTail:
         return None
 
     # --- answering ---------------------------------------------------------------------------
-    def serves(self, user_id: str) -> bool:
-        """Whether ``user_id`` has tail memories the snapshot does not hold."""
-        with self._lock:
-            hidden = self._hidden.get(user_id, set())
-            return any(m["memory_id"] not in hidden for m in self._memories.get(user_id, []))
-
-    def recall(self, reader: SnapshotReader, user_id: str, vectors: Sequence[Sequence[float]], top_k: int,
-               min_sim: float, kinds: Sequence[str] | None, texts: Sequence[str | None] | None,
+    def recall(self, reader: SnapshotReader, state: TailState, user_id: str, vectors: Sequence[Sequence[float]],
+               top_k: int, min_sim: float, kinds: Sequence[str] | None, texts: Sequence[str | None] | None,
                agent_id: str | None, session_id: str | None) -> list[list[RecalledMemory]]:
-        """The snapshot's compiled recall statement over the snapshot's and the tail's memories."""
+        """The snapshot's compiled recall statement over the snapshot's and ``state``'s memories
+        (what the index does not serve: recall_shim/serving/tail_compiled.py)."""
         users, memories = pending_forget(self.paths)
         if user_id in users:
             return [[] for _ in vectors]
-        if reader.connection() is not None and reader.snapshot_path != self._snapshot:
-            self.sync(reader)  # a build published since the sync: the tail follows it first
-        with self._lock:
-            settings = reader.settings
-            cursor = self._views(reader)
-            found = run_compiled(cursor, settings.sql_text, user_id, vectors, top_k, min_sim, kinds, texts,
-                                 agent_id, session_id)
+        found = self._compiled.recall(reader, state.users, state, state.stats_sql or "", state.dim, user_id, vectors,
+                                      top_k, min_sim, kinds, texts, agent_id, session_id)
         if memories:
             found = [[m for m in group if m.memory_id not in memories] for group in found]
         return found
 
-    def _views(self, reader: SnapshotReader) -> duckdb.DuckDBPyConnection:
-        """A cursor of the snapshot connection whose temporary views put the tail beside the
-        snapshot's tables under their names (the compiled statement names them unqualified)."""
-        con = reader.connection()
-        assert self._statements is not None
-        if self._view_con is con and self._cursor is not None:
-            if self._registered != self._version:
-                self._register(self._cursor)
-            return self._cursor
-        cur = con.cursor()
-        snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
-        ltm, terms, stats = (f"{snap}.main.{t}" for t in ("long_term_memory", "memory_term_index", "memory_term_stats"))
-        emb = f"embedding::float[{int(self._dim)}] as embedding"
-        cols = ", ".join(MEMORY_COLUMNS)
-        cur.register("tail_candidates_arrow", pa.Table.from_pylist([], schema=CANDIDATE_SCHEMA))
-        self._snap_relations = (ltm, terms)
-        self._register(cur)
-        for view in (
-            f"tail_candidates as select memory_id, user_id, kind, slot, created_at, {emb} from tail_candidates_arrow",
-            f"tail_prior_memories as select user_id, kind, slot, embedding from {ltm}"
-            " where user_id in (select user_id from tail_candidates)",
-            f"tail_held as select t.memory_id from tail_candidates as t"
-            f" where exists (select 1 from {ltm} as s where s.user_id = t.user_id and s.memory_id = t.memory_id)",
-            # the tail's visible memories and term rows are tables of this cursor (_register); the
-            # snapshot's rows of a memory_id are never among them (hidden when the tail was made)
-            f"long_term_memory as select {cols} from {ltm} union all by name select {cols} from tail_mem",
-            f"memory_term_index as select memory_id, user_id, term, tf, doc_len from {terms}"
-            " union all select memory_id, user_id, term, tf, doc_len from tail_term",
-            f"memory_term_stats as select user_id, term, df, n_docs, avg_doc_len from {stats}"
-            " where user_id not in (select user_id from tail_mem)"
-            " union all select user_id, term, df, n_docs, avg_doc_len from tail_stat",
-        ):
-            cur.execute("create or replace temp view " + view)
-        self._cursor, self._view_con = cur, con
-        return cur
-
-    def _register(self, cur: duckdb.DuckDBPyConnection) -> None:
-        """The visible tail memories, their term rows and their users' term statistics (over the
-        snapshot's rows and the tail's: published tail_term_stats) as tables of the cursor."""
-        assert self._statements is not None
-        mems = [{c: m.get(c) for c in MEMORY_COLUMNS} for u, ms in self._memories.items() for m in ms
-                if m["memory_id"] not in self._hidden.get(u, ())]
-        ids = {m["memory_id"] for m in mems}
-        terms = [t for ts in self._terms.values() for t in ts if t["memory_id"] in ids]
-        cur.register("tail_memory_arrow", pa.Table.from_pylist(mems, schema=MEMORY_SCHEMA))
-        cur.register("tail_terms_arrow", pa.Table.from_pylist(terms, schema=TERM_SCHEMA))
-        ltm, index = self._snap_relations
-        emb = f"embedding::float[{int(self._dim)}] as embedding"
-        cur.execute("create or replace temp table tail_mem as select "
-                    + ", ".join(MEMORY_COLUMNS).replace("embedding", emb, 1) + " from tail_memory_arrow")
-        cur.execute("create or replace temp table tail_term as select * from tail_terms_arrow")
-        cur.execute(f"""create or replace temp view tail_term_rows as
-            select memory_id, user_id, term, doc_len from {index} where user_id in (select user_id from tail_mem)
-            union all select memory_id, user_id, term, doc_len from tail_term""")
-        cur.execute(f"create or replace temp table tail_stat as {self._statements['tail_term_stats']}")
-        self._registered = self._version
-
     def close(self) -> None:
-        """Let go of the snapshot connection's cursor (the tail is re-read on the next sync)."""
+        """Stop the worker and let go of the connections (the tail is re-read on the next sync)."""
+        self._stop.set()
+        self._kick.set()
+        if self._worker is not None:
+            self._worker.join(timeout=30)
+            self._worker = None
         with self._lock:
-            self._cursor = None
-            self._view_con = None
+            self._compiled.close()
+            self._check = None
+            self._reader.close()
             self._snapshot = None
             self._clear()
+            self._publish(TailState())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,6 +42,53 @@ def record_covered(paths: StorePaths, snapshot: Path, files: Sequence[str]) -> N
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"snapshot": snapshot.name, "files": sorted(files)}), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def covered_files(paths: StorePaths, snapshot: Path | None) -> frozenset[str]:
+    """The landing files the newest build loaded: its record. Without a record (a store built by
+    plain ``dbt build``) the files written before ``snapshot`` was marked ready count as covered
+    (a file landed during that build shows only after the next one)."""
+    try:
+        record = json.loads((paths.serving / COVERED_RECORD).read_text(encoding="utf-8"))
+        return frozenset(str(f) for f in record["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if snapshot is None:
+        return frozenset()
+    try:
+        ready = snapshot.with_suffix(paths.layout.ready).stat().st_mtime
+    except FileNotFoundError:
+        return frozenset()
+    cut = datetime.fromtimestamp(ready, timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    return frozenset(n for n in landed_message_files(paths) if n < cut)
+
+
+@dataclass
+class Tombstones:
+    """What the forget tombstones (``<stem>.inbox/forget/``) remove from the landed rows."""
+
+    users: dict[str, str] = field(default_factory=dict)  # user -> forgotten_at
+    messages: set[tuple[str, str]] = field(default_factory=set)  # (user, message_id)
+    memories: set[str] = field(default_factory=set)
+
+    def read(self, folder: Path, names: Sequence[str]) -> None:
+        for name in names:
+            for t in read_jsonl(folder / name):
+                user, at = t.get("user_id"), str(t.get("forgotten_at") or "")
+                if t.get("scope") == "user" and isinstance(user, str):
+                    self.users[user] = max(at, self.users.get(user, ""))
+                elif t.get("scope") == "memory" and isinstance(t.get("memory_id"), str):
+                    self.memories.add(t["memory_id"])
+                elif t.get("scope") == "message" and isinstance(user, str) and isinstance(t.get("message_id"), str):
+                    self.messages.add((user, t["message_id"].strip()))
+
+    def forgets(self, row: dict[str, Any]) -> bool:
+        """Whether a landed row is forgotten (its user after it landed, or the message)."""
+        user = row["user_id"]
+        at = self.users.get(user)
+        if at is not None and str(row.get("landed_at") or "") <= at:
+            return True
+        return (user, str(row.get("message_id") or "").strip()) in self.messages
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:

@@ -244,10 +244,20 @@ class TermPostings:
         if len(self.user_terms) != len(users):
             raise ValueError("term postings do not match the index's users")
 
-    def scores(self, user_index: int, terms: Sequence[str], k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
-        """(rows ascending, BM25) of the user's memories matching any of ``terms`` (distinct)."""
+    def df_of(self, user_index: int, term: str) -> float:
+        """The user's document frequency of ``term`` in the snapshot (0 when no memory has it)."""
         a, z = (int(x) for x in self.user_terms[user_index])
-        n_docs, avg = self.user_docs[user_index]
+        key = term.encode()
+        i = a + int(np.searchsorted(self.term[a:z], key))
+        return float(self.df[i]) if i < z and self.term[i] == key else 0.0
+
+    def scores(self, user_index: int, terms: Sequence[str], k1: float, b: float,
+               stats: "BM25Stats | None" = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ascending, BM25) of the user's memories matching any of ``terms`` (distinct).
+        ``stats``: the statistics to score with instead of the snapshot's (the hot tail's
+        memories counted in: recall_shim/serving/tail_search.py)."""
+        a, z = (int(x) for x in self.user_terms[user_index])
+        n_docs, avg = self.user_docs[user_index] if stats is None else (stats.n_docs, stats.avg_doc_len)
         rows, parts = [], []
         for t in set(terms):
             key = t.encode()
@@ -257,10 +267,9 @@ class TermPostings:
             if i >= z or self.term[i] != key:
                 continue
             s, e = int(self.post_start[i]), int(self.post_start[i + 1])
-            df, tf, dl = float(self.df[i]), np.asarray(self.post_tf[s:e]), np.asarray(self.post_len[s:e])
-            idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                parts.append(idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / (avg if avg else np.nan))))
+            df = float(self.df[i]) if stats is None else stats.df.get(t, 0.0)
+            parts.append(bm25_term(np.asarray(self.post_tf[s:e]), np.asarray(self.post_len[s:e]), df, n_docs, avg,
+                                   k1, b))
             rows.append(np.asarray(self.post_row[s:e]))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0)
@@ -271,6 +280,23 @@ class TermPostings:
         r, p = r[order], p[order]
         first = np.flatnonzero(np.concatenate([[True], r[1:] != r[:-1]]))
         return r[first], np.add.reduceat(p, first)
+
+
+@dataclass(frozen=True)
+class BM25Stats:
+    """A user's BM25 statistics (memory_term_stats): documents, their mean length, df by term."""
+
+    n_docs: float
+    avg_doc_len: float
+    df: dict[str, float]
+
+
+def bm25_term(tf: np.ndarray, doc_len: np.ndarray, df: float, n_docs: float, avg_doc_len: float, k1: float,
+              b: float) -> np.ndarray:
+    """One term's BM25 per memory: the ``bm25_term`` macro (macros/lexical.sql) in numpy."""
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * doc_len / (avg_doc_len if avg_doc_len else np.nan)))
 
 
 def tokenize(text: str | None, lexicon: Lexicon, con: duckdb.DuckDBPyConnection) -> list[str]:

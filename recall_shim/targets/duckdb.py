@@ -42,6 +42,9 @@ from recall_shim.serving.tail_files import landed_message_files, record_covered
 
 DEFAULT_DB_ENV = "AGENT_MEMORY_DB"
 SNAPSHOTS_KEPT = 3
+# how long a recall waits for the tail's worker after a new snapshot or forget tombstone (then the
+# snapshot alone answers until the worker caught up)
+TAIL_WAIT_SECONDS = 1.0
 
 def default_db() -> Path:
     """$AGENT_MEMORY_DB, else agent_memory.duckdb in ``data_dir()`` (the checkout's data/ or the
@@ -93,6 +96,7 @@ class MemoryStore(Store):
         record = admit_strict(row, utc_now_iso(), door_limits())
         with storage_errors("the message was not stored"), file_lock(self.paths.write_lock, exclusive=False):
             write_landing_file(self.paths.messages, [record])
+        self._kick_tail()
         return str(record["message_id"])
 
     def remember_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -103,6 +107,7 @@ class MemoryStore(Store):
         records = [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)]
         with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
             write_landing_file(self.paths.messages, records)
+        self._kick_tail()
         return len(records)
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
@@ -125,8 +130,13 @@ class MemoryStore(Store):
                 landing = write_landing_file(self.paths.messages, records)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
+        self._kick_tail()
         return IngestReport(str(p), len(records), str(landing) if landing else None,
                             refused=refusals(records))
+
+    def _kick_tail(self) -> None:
+        if self._tail is not None:
+            self._tail.kick()  # a running tail worker looks now (else a no-op)
 
     # --- building ------------------------------------------------------------------------
     def build(
@@ -263,19 +273,36 @@ class MemoryStore(Store):
                      texts: list[str | None], agent_id: str | None,
                      session_id: str | None) -> list[list[RecalledMemory]] | None:
         """The answer over the snapshot and the hot tail when the user has tail memories, else None
-        (the snapshot alone answers). A tail that fails warns and leaves the snapshot's answer."""
+        (the snapshot alone answers). Without a tail worker the tail is synced first; with one the
+        current state answers (docs/serving.md "Hot tail"). A tail that fails warns and leaves the
+        snapshot's answer."""
         if self._tail is None:
             return None
         try:
-            self._tail.sync(self._reader)
-            if not self._tail.serves(user_id) or self._reader.ivf_user(user_id):
-                return None  # no tail, or a user too big for the compiled statement (docs/serving.md)
-            return self._tail.recall(self._reader, user_id, vectors, k, ms, kinds, texts, agent_id, session_id)
-        except (duckdb.Error, OSError, pa.ArrowException) as exc:
+            if not self._tail.running:
+                self._tail.sync()
+            state = self._tail.current(self._reader.snapshot_path, wait=TAIL_WAIT_SECONDS)
+            if state is None or user_id not in state.users:
+                return None
+            if agent_id is None and session_id is None:  # the index holds no provenance
+                found = self._reader.run_with_tail(user_id, vectors, k, ms, kinds, texts, state.users[user_id])
+                if found is not None:
+                    return found
+                if self._reader.ivf_user(user_id):
+                    return None  # the compiled statement costs seconds at that size: the snapshot answers
+            return self._tail.recall(self._reader, state, user_id, vectors, k, ms, kinds, texts, agent_id, session_id)
+        except (duckdb.Error, OSError, pa.ArrowException, StoreNotBuilt) as exc:
             warnings.warn(f"the hot tail did not answer (recall served from the snapshot only): {exc}",
                           RuntimeWarning, stacklevel=3)
             self._tail.reset()
             return None
+
+    def start_tail_worker(self) -> None:
+        """Keep the hot tail in a background thread (a long-lived server): new messages are read,
+        extracted and embedded outside the recall path, in batches; recall reads the current tail
+        and never waits for that work (docs/serving.md "Hot tail"). No-op with ``hot_tail=False``."""
+        if self._tail is not None:
+            self._tail.start_worker()
 
     def _complete_pending_forget(self) -> None:
         """An interrupted forget is completed by the next reader that can take the build lock at
@@ -332,7 +359,7 @@ class MemoryStore(Store):
         unbuilt = None
         if self._tail is not None and isinstance(memory_id, str):
             try:  # a memory of the hot tail: its messages are only in the landing files yet
-                self._tail.sync(self._reader)
+                self._tail.sync()
                 unbuilt = self._tail.unbuilt_memory(memory_id)
             except (StoreNotBuilt, duckdb.Error, OSError):
                 unbuilt = None
