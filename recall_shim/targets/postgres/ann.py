@@ -78,6 +78,23 @@ class PgAnn:
         """The build's factor of these memories for an intent without query text (to_assistant false)."""
         return formula.factor(strength=strength, is_question=is_question, is_assistant=is_assistant, to_assistant=False)
 
+    def cached(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
+               kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,
+               formula: RecallFormula) -> list[tuple[Any, ...]] | None:
+        """Rows shaped like the compiled statement's from the per-user cache (user_cache.py), or None
+        when the user is not served by the exact scan or cannot be kept. Needs no transaction: the
+        entry and the generation it was read with come from one statement."""
+        if self.uses_hnsw(con, user_id):
+            return None
+        entry = self.cache.entry(con, user_id, dim)
+        if entry is None:
+            return None
+        self.exact += 1
+        return [(intent, rank, *hit[:6], hit[6], 0.0)
+                for intent, vec in enumerate(vectors, start=1)
+                for rank, hit in enumerate(rank_entry(entry, formula, vec, top_k=top_k, min_sim=min_sim, kinds=kinds,
+                                                      episodes_by_default=episodes_by_default), start=1)]
+
     def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
                kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,
                formula: RecallFormula) -> list[tuple[Any, ...]] | None:
@@ -85,13 +102,6 @@ class PgAnn:
         the caller's transaction (its settings are ``set local``)."""
         _, first = self._index_settings(con)
         hnsw = self.uses_hnsw(con, user_id)
-        cached = None if hnsw else self.cache.entry(con, user_id, dim)
-        if cached is not None:  # the user's memories as of the current generation, in this process
-            self.exact += 1
-            return [(intent, rank, *hit[:6], hit[6], 0.0)
-                    for intent, vec in enumerate(vectors, start=1)
-                    for rank, hit in enumerate(rank_entry(cached, formula, vec, top_k=top_k, min_sim=min_sim, kinds=kinds,
-                                                          episodes_by_default=episodes_by_default), start=1)]
         if not hnsw:
             # the plan reads the user's rows through the user_id btree (a bitmap scan) and sorts them
             # by distance; with index scans off the HNSW index cannot be picked

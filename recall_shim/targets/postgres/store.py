@@ -327,11 +327,15 @@ class PgMemoryStore(Store):
         s, formula = self._reader.settings, self._reader.formula
         if formula is None:
             return None
+        args = dict(user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim, kinds=kinds,
+                    episodes_by_default=self._reader.episodes_by_default, dim=s.embedding_dim, formula=formula)
+
         def run(con: Any) -> list[tuple[Any, ...]] | None:
+            rows = self._ann.cached(con, **args)  # a small user kept in this process: no transaction
+            if rows is not None:
+                return rows
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
-                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
-                                        kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
-                                        dim=s.embedding_dim, formula=formula)
+                return self._ann.recall(con, **args)
         return self._read(run)
 
     @privileged("recall")

@@ -46,6 +46,18 @@ class _Entry:
     is_question: np.ndarray    # bool
     vectors: np.ndarray        # float32, one row per memory (zeros where the embedding is NULL)
     norm: np.ndarray           # float64 L2 norms (0: never ranks, as a NULL similarity)
+    is_assistant: np.ndarray   # bool: kind 'assistant' (an input of the factor)
+    is_episode: np.ndarray     # bool: kind 'episode'
+    factor: np.ndarray | None = None      # the factor of the formula whose texts are factor_of
+    factor_of: tuple[str, ...] | None = None
+
+    def factor_by(self, formula: RecallFormula) -> np.ndarray:
+        """The build's factor of every kept memory (computed once per formula)."""
+        if self.factor is None or self.factor_of != formula.texts:
+            self.factor = formula.factor(strength=self.strength, is_question=self.is_question,
+                                         is_assistant=self.is_assistant, to_assistant=False)
+            self.factor_of = formula.texts
+        return self.factor
 
 
 class UserCache:
@@ -132,9 +144,12 @@ class UserCache:
         wide = vectors.astype(np.float64)
         norm = np.sqrt(np.einsum("ij,ij->i", wide, wide))
         norm[~np.isfinite(norm)] = 0.0
+        kind = np.array([r[2] for r in rows], dtype=object)
         return generation, _Entry(
             memory_id=np.array([r[1] for r in rows], dtype=object),
-            kind=np.array([r[2] for r in rows], dtype=object),
+            kind=kind,
+            is_assistant=np.array([k == "assistant" for k in kind], dtype=bool),
+            is_episode=np.array([k == "episode" for k in kind], dtype=bool),
             content=[r[3] for r in rows],
             sources=[list(r[5] or []) for r in rows],
             strength=np.array([np.nan if r[4] is None else float(r[4]) for r in rows], dtype=np.float64),
@@ -158,11 +173,10 @@ def rank_entry(entry: _Entry, formula: RecallFormula, vector: Sequence[float], *
     if kinds is not None:
         allowed = np.isin(entry.kind, list(kinds))
     elif not episodes_by_default:
-        allowed = entry.kind != "episode"
+        allowed = ~entry.is_episode
     else:
         allowed = np.ones(n, dtype=bool)
-    factor = formula.factor(strength=entry.strength, is_question=entry.is_question,
-                            is_assistant=entry.kind == "assistant", to_assistant=False)
+    factor = entry.factor_by(formula)
     with np.errstate(invalid="ignore", divide="ignore"):
         c32 = (entry.vectors @ qn.astype(np.float32)).astype(np.float64) / entry.norm
     ok = (entry.norm > 0) & np.isfinite(c32) & (c32 >= min_sim - TIE_MARGIN) & allowed & np.isfinite(factor)
