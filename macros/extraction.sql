@@ -24,6 +24,11 @@
     before any rule runs, so user text can never contain it. -#}
 {% macro clause_marker() -%}‖{%- endmacro %}
 
+{#- The character that marks where a question mark stood (written before every run of ? / ？ in
+    the message, removed from user text first like the clause marker), so that the clause it ends
+    is still known to be a question after the sentence split dropped the question mark. -#}
+{% macro question_marker() -%}⁇{%- endmacro %}
+
 {#- True when the time expression pattern (seeds/time_expressions.csv, lower case, no \b: word
     edges are added here so the pattern reads the same on DuckDB and PostgreSQL) occurs in the
     text as whole words (opening: only at the start of the text). -#}
@@ -167,9 +172,19 @@ patterns as (
     from text_rules
 ),
 
--- whole-message rewrites, one step per recursion level (the marker is never user text)
+-- whole-message rewrites, one step per recursion level (the markers are never user text; the
+-- question marker goes before every run of question marks, so it survives the sentence split)
 message_pass (message_id, user_id, message_at, loaded_at, content, step_no) as (
-    select message_id, user_id, message_at, loaded_at, replace(content, '{{ clause_marker() }}', ' '), 0
+    select
+        message_id,
+        user_id,
+        message_at,
+        loaded_at,
+        regexp_replace(
+            replace(replace(content, '{{ clause_marker() }}', ' '), '{{ question_marker() }}', ' '),
+            '([?？]+)', '{{ question_marker() }}\1', 'g'
+        ),
+        0
     from messages
     union all
     select
@@ -213,20 +228,57 @@ clause_pass (message_id, user_id, message_at, loaded_at, sentence, clause_text, 
     inner join text_rules as r on r.purpose = 'clause' and r.step_no = p.step_no + 1
 ),
 
-clauses as {{ cte_materialized() }} (
+split_clauses as (
     select distinct
         p.message_id,
         p.user_id,
         p.message_at,
         p.loaded_at,
-        p.sentence,
-        trim(c.clause) as clause
+        trim(replace(p.sentence, '{{ question_marker() }}', '')) as sentence,
+        trim(replace(c.clause, '{{ question_marker() }}', '')) as clause,
+        strpos(c.clause, '{{ question_marker() }}') > 0 as asked
     from clause_pass as p,
         patterns as pt,
-        unnest(regexp_split_to_array(p.clause_text, '{{ clause_marker() }}')) as c (clause)
+        -- a question asked after a comma is its own clause ("I'm allergic to shellfish, any ideas
+        -- that are safe?"): the statement before it is not a question
+        unnest(regexp_split_to_array(
+            regexp_replace(
+                p.clause_text,
+                '\s*[,，]\s*([^,，{{ clause_marker() }}{{ question_marker() }}]*{{ question_marker() }})\s*$',
+                '{{ clause_marker() }}\1'
+            ),
+            '{{ clause_marker() }}'
+        )) as c (clause)
     where p.step_no = pt.clause_steps
-        and length(trim(c.clause)) > 1
-        and length(trim(c.clause)) <= {{ number_var('max_memory_chars') }}
+),
+
+-- a question states nothing about the user ("我喜欢什么?", "do you know what I like"): a clause
+-- that ended with a question mark or matches a 'question' pattern and no 'request' pattern
+-- ("can you answer in German?" states a preference) is left to its episode
+clauses as {{ cte_materialized() }} (
+    select
+        c.message_id,
+        c.user_id,
+        c.message_at,
+        c.loaded_at,
+        c.sentence,
+        c.clause
+    from split_clauses as c
+    where length(c.clause) > 1
+        and length(c.clause) <= {{ number_var('max_memory_chars') }}
+        and not (
+            (
+                c.asked
+                or exists (
+                    select 1 from text_rules as q
+                    where q.purpose = 'question' and {{ regexp_search('c.clause', 'q.pattern') }}
+                )
+            )
+            and not exists (
+                select 1 from text_rules as r
+                where r.purpose = 'request' and {{ regexp_search('c.clause', 'r.pattern') }}
+            )
+        )
 ),
 
 rules as (

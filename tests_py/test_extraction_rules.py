@@ -19,6 +19,17 @@ FIRST: list[tuple[str, str, str]] = [
     ("en", "2026-02-02 09:03:00", "I speak Norwegian, German and Dutch."),
     ("zh", "2026-02-02 09:04:00", "你好，我叫周宁。我住在昆明，在一家设计院工作。"),
     ("zh", "2026-02-02 09:05:00", "我对芒果和虾过敏，我很喜欢喝豆浆。"),
+    # questions (user x_q): with and without a question mark, English, Chinese and mixed
+    ("q", "2026-02-02 09:06:00", "喜欢什么输出方式"),
+    ("q", "2026-02-02 09:07:00", "我喜欢什么?"),
+    ("q", "2026-02-02 09:08:00", "do you know what I like?"),
+    ("q", "2026-02-02 09:09:00", "do you remember where I live"),
+    ("q", "2026-02-02 09:10:00", "我住在哪里？"),
+    ("q", "2026-02-02 09:11:00", "I live in Oslo?? since when"),
+    ("q", "2026-02-02 09:12:00", "我 like 什么 music 你记得吗"),
+    ("q", "2026-02-02 09:13:00", "Can you answer in German?"),
+    ("q", "2026-02-02 09:14:00", "我很喜欢喝豆浆，你知道吗？"),
+    ("q", "2026-02-02 09:15:00", "my partner wants a seafood starter but I'm allergic to kiwi, any ideas that are safe?"),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -101,3 +112,20 @@ def test_when_it_happened_is_resolved_against_the_message_time(store: MemoryStor
                         " where content = 'User is visiting Stavanger next Friday'")
     assert said and str(said[0][0]) == "2026-06-12" and str(said[0][1]) == "2026-06-10 18:03:00"
     assert en["User has a cat named Pixel"][4] is None                      # said no time
+
+
+def test_questions_are_not_facts(store: MemoryStore) -> None:
+    # issue 14: "喜欢什么输出方式" had become the preference "用户喜欢什么输出方式". A question states
+    # nothing about the user; a request phrased as a question states a preference, and a statement
+    # beside a question is kept
+    assert _memories(store, "x_q") == {
+        "User wants answers in German": ("answer_language", None, "positive", None, None),
+        "用户喜欢喝豆浆": ("taste", "豆浆", "positive", None, None),
+        "User is allergic to kiwi": ("allergy", "kiwi", "positive", None, None),
+    }
+    # the questions stay episodes (the build weighs question episodes by question_episode_weight)
+    episodes = {r[0]: r[1] for r in query(
+        store, "select content, is_question from long_term_memory where user_id = 'x_q' and kind = 'episode'")}
+    for text in ("喜欢什么输出方式", "我喜欢什么?", "我住在哪里？", "I live in Oslo?? since when"):
+        assert text in episodes, text
+    assert episodes["我喜欢什么?"] is True

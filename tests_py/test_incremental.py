@@ -3,6 +3,8 @@ once; strength is a function of (events, as_of), not of how many builds ran."""
 
 from __future__ import annotations
 
+import re
+
 from recall_shim import MemoryStore
 
 from .conftest import DEMO_LOG, query
@@ -44,7 +46,7 @@ def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:
     daily = MemoryStore(tmp_path / "daily.duckdb")
     for s in (once, daily):
         s.ingest(DEMO_LOG)
-    for day in ("2026-11-09", "2026-11-10", "2026-11-11", "2026-11-12"):
+    for day in ("2026-11-10", "2026-11-11", "2026-11-12"):
         daily.build(vars={"as_of": f"{day} 12:00:00"})
     once.build(vars={"as_of": "2026-11-12 12:00:00"})
     sql = "select memory_id, strength from long_term_memory order by memory_id"
@@ -103,6 +105,7 @@ def test_incremental_consolidation_equals_one_full_build(tmp_path) -> None:
         "select term_stat_id, df, n_docs, avg_doc_len from memory_term_stats order by term_stat_id",
     ):
         assert query(step, sql) == query(once, sql), sql
-    # the full refresh of the incremental store gives the same again
-    step.build(vars=AS_OF, full_refresh=True)
+    # the full refresh of the incremental store gives the same again, published as a base
+    full = step.build(vars=AS_OF, full_refresh=True)
     assert query(step, MEMORY_STATE) == want
+    assert "serving snapshot kind: base (full refresh)" in re.sub(r"\x1b\[[0-9;]*m", "", full.output)

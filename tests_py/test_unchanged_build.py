@@ -87,3 +87,34 @@ def test_the_cli_says_nothing_was_built(store: MemoryStore) -> None:
                          env={k: v for k, v in os.environ.items()})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("nothing to build") and "serving snapshot:" in out.stdout
+
+
+def _ran(store: MemoryStore) -> set[str]:
+    results = json.loads((store.paths.dbt_dir / "target" / "run_results.json").read_text())["results"]
+    return {r["unique_id"] for r in results}
+
+
+def test_seeds_the_last_build_loaded_are_left_out_until_the_project_or_settings_change(store: MemoryStore) -> None:
+    """A build that runs (a message landed) over seeds the last build loaded from the same project
+    leaves out the seeds and the tests that read only seeds (inputs.SEEDS_CURRENT_SELECT); every
+    data test that reads a model still runs, the one between a model and a seed included."""
+    store.build(vars={"as_of": "2026-12-01 00:00:00"})  # runs dbt: the seeds are this project's
+    store.remember("demo", "My favourite biscuit is a stroopwafel.", session_id="s8", msg_seq=1, ts="2026-11-10 09:00:00")
+    res = store.build()
+    assert not res.skipped
+    ran = _ran(store)
+    assert not [u for u in ran if u.startswith("seed.")], "seeds ran again"
+    assert not [u for u in ran if u.startswith("test.") and "seed_fidelity" in u]
+    assert not [u for u in ran if u.startswith("test.agent_memory.unique_extraction_rules")]
+    assert [u for u in ran if "relationships_int_memories_extracted_rule_id" in u], "a model-to-seed test was left out"
+    assert {"model.agent_memory.long_term_memory", "model.agent_memory.int_memories_extracted"} <= ran
+    assert "stroopwafel" in " ".join(m.content for m in store.recall(
+        "which biscuit does the user like?", user_id="demo", min_sim=0, top_k=3, record_access=False))
+    # a changed setting in the environment: the seeds are loaded and tested again
+    os.environ["AGENT_MEMORY_SEEDS_TEST"] = "1"
+    try:
+        store.build(vars={"as_of": "2026-12-01 00:00:00"})
+    finally:
+        del os.environ["AGENT_MEMORY_SEEDS_TEST"]
+    ran = _ran(store)
+    assert "seed.agent_memory.extraction_rules" in ran and [u for u in ran if "seed_fidelity" in u]

@@ -20,6 +20,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterable
 
 from recall_shim.common.paths import StorePaths, package_version, project_dir, project_vars
 
@@ -28,6 +29,10 @@ UNCHANGED_NOTE = ("nothing to build: no message, access event or forget landed, 
                   "are unchanged since the last build, and its decay is current (var unchanged_build_max_age_hours)")
 ENV_PREFIXES = ("AGENT_MEMORY_", "DBT_")
 PROJECT_PARTS = ("models", "macros", "seeds", "snapshots", "tests", "dbt_project.yml", "profiles.yml")
+# a build over a warehouse whose seeds the last build loaded from this same project: models,
+# snapshots and every data test with a model, snapshot or source among its parents (dbt's eager
+# indirect selection); left out are the seeds and the tests that read only seeds or no relation
+SEEDS_CURRENT_SELECT = ["--select", "resource_type:model", "resource_type:snapshot", "resource_type:source"]
 
 
 def _listing(root: Path) -> list[tuple[str, int, int]]:
@@ -68,9 +73,11 @@ def warehouse_after(paths: StorePaths) -> str:
     return _digest(_listing(paths.db)) if paths.db.exists() else ""
 
 
-def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path) -> None:
-    """Remember what the build that published ``snapshot`` read (caller holds the build lock)."""
-    record = {**before, "warehouse": warehouse_after(paths), "snapshot": snapshot.name,
+def record_build(paths: StorePaths, before: dict[str, str], snapshot: Path, *, seeds: bool) -> None:
+    """Remember what the build that published ``snapshot`` read (caller holds the build lock);
+    ``seeds``: the warehouse's seeds are this project's (the build loaded them, or they were
+    current already: a ``--select`` build leaves them as they were)."""
+    record = {**before, "warehouse": warehouse_after(paths), "snapshot": snapshot.name, "seeds": seeds,
               "at": datetime.now(timezone.utc).isoformat()}
     path = paths.dbt_dir / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,20 +91,39 @@ def drop_build_record(paths: StorePaths) -> None:
     (paths.dbt_dir / RECORD).unlink(missing_ok=True)
 
 
+def _last_record(paths: StorePaths) -> dict:
+    """The record of the last build that published ({} when there is none or it is unreadable)."""
+    try:
+        record = json.loads((paths.dbt_dir / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _same_as_recorded(record: dict, before: dict[str, str], keys: Iterable[str], paths: StorePaths) -> bool:
+    """``before``'s ``keys`` and the warehouse file are as the recorded build left them."""
+    return all(record.get(k) == before[k] for k in keys) and record.get("warehouse") == warehouse_after(paths)
+
+
+def seeds_current(paths: StorePaths, before: dict[str, str]) -> bool:
+    """Whether the last build loaded the seeds of this same project, in this environment, and
+    nothing wrote to the warehouse since: then the seeds, and the data tests that read nothing but
+    seeds (or no relation: the seed-fidelity checks of the macros), would give the same again,
+    whatever the run's vars. Only the clock-free part of the record counts (no age limit)."""
+    record = _last_record(paths)
+    return record.get("seeds") is True and _same_as_recorded(record, before, ("project", "environment"), paths)
+
+
 def unchanged_since_last_build(paths: StorePaths, before: dict[str, str]) -> Path | None:
     """The snapshot of the last build when nothing it read has changed since and it is younger
     than var ``unchanged_build_max_age_hours``; else None (build)."""
     max_age = float(project_vars().get("unchanged_build_max_age_hours") or 0)
+    record = _last_record(paths)
     try:
-        record = json.loads((paths.dbt_dir / RECORD).read_text(encoding="utf-8"))
         age_hours = (datetime.now(timezone.utc) - datetime.fromisoformat(record["at"])).total_seconds() / 3600
         snapshot = paths.serving / str(record["snapshot"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     if not (0 <= age_hours < max_age) or not snapshot.exists():
         return None
-    if any(record.get(key) != value for key, value in before.items()):
-        return None
-    if record.get("warehouse") != warehouse_after(paths):
-        return None
-    return snapshot
+    return snapshot if _same_as_recorded(record, before, before.keys(), paths) else None

@@ -21,7 +21,8 @@ import pyarrow as pa
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, AccessNotRecorded, BuildFailed, InvalidInput,
                                  InvalidQuery, StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
-from recall_shim.build.inputs import UNCHANGED_NOTE, drop_build_record, inputs_before, record_build, unchanged_since_last_build
+from recall_shim.build.inputs import (SEEDS_CURRENT_SELECT, UNCHANGED_NOTE, drop_build_record, inputs_before, record_build,
+                                      seeds_current, unchanged_since_last_build)
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
 from recall_shim.forget.journal import storage_errors
 from recall_shim.write.door import admit, admit_strict
@@ -169,6 +170,10 @@ class MemoryStore(Store):
             unchanged = unchanged_since_last_build(self.paths, before) if may_skip else None
             if unchanged is not None:
                 return BuildResult(str(unchanged), UNCHANGED_NOTE, time.monotonic() - started, None, skipped=True)
+            # a build without --select loads the seeds, or leaves out seeds the last build loaded
+            seeds = command == "build" and not select
+            if seeds and not full_refresh and seeds_current(self.paths, before):
+                args += SEEDS_CURRENT_SELECT
             drop_build_record(self.paths)
             landed = landed_message_files(self.paths)  # all of them are loaded by this build
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
@@ -183,7 +188,7 @@ class MemoryStore(Store):
             if snap is not None:
                 index, note = update_index(self.paths, snap)
                 output += note
-                record_build(self.paths, before, snap)
+                record_build(self.paths, before, snap, seeds=seeds)
                 record_covered(self.paths, snap, landed)
             prune_snapshots(self.paths, SNAPSHOTS_KEPT)
         if proc.returncode != 0:
