@@ -255,7 +255,7 @@ split_clauses as (
 -- a question states nothing about the user ("我喜欢什么?", "do you know what I like"): a clause
 -- that ended with a question mark or matches a 'question' pattern and no 'request' pattern
 -- ("can you answer in German?" states a preference) is left to its episode
-clauses as (
+clauses as {{ cte_materialized() }} (
     select
         c.message_id,
         c.user_id,
@@ -313,8 +313,7 @@ matched as (
         row_number() over (
             partition by c.user_id, c.message_id, c.sentence, c.clause, r.kind order by r.priority, r.rule_id
         ) as rule_rank
-    from clauses as c
-    inner join rules as r on {{ regexp_full_match('c.clause', 'r.pattern') }}
+    from {{ rule_major_join('rules', 'r', 'clauses', 'c', regexp_full_match('c.clause', 'r.pattern')) }}
 ),
 
 -- one row per statement of the template (a template may state several memories)
@@ -368,29 +367,51 @@ time_rules as (
     select * from {{ time_expressions }}
 ),
 
+-- the texts time expressions are looked for in: each extraction's clause and sentence
+spans as {{ cte_materialized() }} (
+    select distinct
+        clause,
+        sentence
+    from extracted
+),
+
+-- every time expression found in a clause, or opening its sentence
+time_hits as (
+    select
+        s.clause,
+        s.sentence,
+        t.time_rule_id,
+        t.priority,
+        t.grain,
+        t.shift,
+        t.weekday,
+        {{ time_expression_match('s.clause', 't.pattern') }} as in_clause
+    from {{ rule_major_join('time_rules', 't', 'spans', 's',
+        time_expression_match('s.clause', 't.pattern') ~ ' or '
+        ~ time_expression_match('s.sentence', 't.pattern', opening=true)) }}
+),
+
 -- the clause's own time expression first, else one that opens its sentence ("Last month, I
 -- moved ..."); then the lowest priority
 timed as (
     select
         e.*,
-        t.grain as happened_grain,
-        {{ resolve_happened_on('e.message_at', 't.grain', 't.shift', 't.weekday') }} as happened_on,
+        h.grain as happened_grain,
+        {{ resolve_happened_on('e.message_at', 'h.grain', 'h.shift', 'h.weekday') }} as happened_on,
         row_number() over (
             partition by e.user_id, e.message_id, e.kind, e.content
             order by
                 case
-                    when t.time_rule_id is null then 2
-                    when {{ time_expression_match('e.clause', 't.pattern') }} then 0
+                    when h.time_rule_id is null then 2
+                    when h.in_clause then 0
                     else 1
                 end,
-                t.priority,
-                t.time_rule_id
+                h.priority,
+                h.time_rule_id
         ) as time_rank
     from extracted as e
-    left join time_rules as t
-        on
-            {{ time_expression_match('e.clause', 't.pattern') }}
-            or {{ time_expression_match('e.sentence', 't.pattern', opening=true) }}
+    left join time_hits as h
+        on e.clause = h.clause and e.sentence = h.sentence
 ),
 
 best_rule as (

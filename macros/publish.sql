@@ -9,9 +9,18 @@
 {% endmacro %}
 
 {#- PostgreSQL serves from the live tables (MVCC gives readers a consistent view while a build
-    runs), so there is no snapshot file to publish. -#}
+    runs), so there is no snapshot file to publish. What a build publishes instead is a new store
+    generation (migration 7, recall_shim/targets/postgres/generation.py): readers that keep a
+    user's memories in memory (user_cache.py) read them again. After failed nodes too (a model may
+    have committed before another failed); a schema without the table is left as it is. -#}
 {% macro postgres__publish_serving_snapshot(results) %}
-  select 1;
+do $bump$
+begin
+    if to_regclass('{{ target.schema }}.store_generation') is not null then
+        update {{ target.schema }}.store_generation set generation = generation + 1, changed_at = now() where id = 1;
+    end if;
+end
+$bump$;
 {% endmacro %}
 
 {#- The alias a snapshot file is attached under when another snapshot uses it as a layer (twin of

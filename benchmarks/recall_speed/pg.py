@@ -9,7 +9,10 @@ compiled statement comes from a real ``dbt run --target postgres --select recall
   postgres compiled stmt    the compiled recall statement on an open psycopg connection
   numpy exact               as in the DuckDB run
   shipped (PgMemoryStore)   PgMemoryStore.recall_many with a precomputed vector, in its own
-                            process (its peak RSS, and the PostgreSQL backend's, are reported)
+                            process (its peak RSS, and the PostgreSQL backend's, are reported);
+                            a small user's calls after the first come from the per-user cache
+  shipped without the       the first NO_CACHE_QUERIES of the same calls, same process, cache off
+  per-user cache            (the exact scan of the user's rows, or HNSW for a big user)
 
     python -m benchmarks.recall_speed --target postgres --sizes 100000
 """
@@ -33,6 +36,7 @@ from recall_shim.serving.snapshot import connect_snapshot
 from .synth import BIG_USER, CHUNK, ROOT, SynthSpec, compiled_recall_queries, queries, reference_table, write_snapshot
 
 SCHEMA = "bench"
+NO_CACHE_QUERIES = 60  # shipped calls measured again with the per-user cache off
 _COLUMNS = ("memory_id text, user_id text, kind varchar, slot text, content text, embedding vector({dim}),"
             " created_at timestamp, last_accessed timestamp, access_count bigint, strength double precision,"
             " mention_count integer, source_message_ids text[], valid_from timestamp, valid_to timestamp,"
@@ -154,12 +158,15 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
         "postgres compiled statement": (pg_times, recall_at_k(pg_ids, truth[:slow_q])),
         "numpy exact": (np_times, recall_at_k(np_ids, truth)),
         "shipped (PgMemoryStore)": (shipped["times"][1:], recall_at_k(shipped["ids"], truth)),
+        "shipped without the per-user cache": (shipped["nocache_times"],
+                                               recall_at_k(shipped["nocache_ids"], truth[:len(shipped["nocache_ids"])])),
     }
     return {"target": "postgres", "n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim,
             "snapshot_s": gen_s, "load_s": load_s, "index_build_s": index_s, "table_mb": size_mb,
             "shipped_peak_rss_mb": shipped["peak_rss_mb"], "backend_peak_rss_mb": shipped["backend_peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"], "shipped_indexed_calls": shipped["indexed"],
             "shipped_fallbacks": shipped["fallbacks"], "shipped_exact_scans": shipped["exact"],
+            "shipped_cache": shipped["cache"],
             "rows": {k: {"p50_ms": pct(t, 50), "p99_ms": pct(t, 99), "recall_at_10": r, "n": len(t)}
                      for k, (t, r) in rows.items()}}
 
@@ -176,7 +183,7 @@ def table(result: dict) -> str:
              "| method | p50 ms | p99 ms | recall@10 vs exact | shipped speed-up (p50) | queries |",
              "|---|---:|---:|---:|---:|---:|"]
     for name, r in result["rows"].items():
-        ratio = "1x" if name.startswith("shipped") else f"{r['p50_ms'] / ship:,.2f}x"
+        ratio = "1x" if name == "shipped (PgMemoryStore)" else f"{r['p50_ms'] / ship:,.2f}x"
         lines.append(f"| {name} | {r['p50_ms']:,.2f} | {r['p99_ms']:,.2f} | {r['recall_at_10']:.4f} | {ratio} | {r['n']} |")
     lines += ["", f"shipped client process peak RSS: {result['shipped_peak_rss_mb']:,.0f} MB; its PostgreSQL "
               f"backend's peak RSS: {result['backend_peak_rss_mb']:,.0f} MB (shared buffers counted as touched); "
@@ -184,7 +191,8 @@ def table(result: dict) -> str:
               f"user_id + HNSW index build {result['index_build_s']:.0f} s; shipped calls answered from the HNSW "
               f"index: {result['shipped_indexed_calls']}, by the exact scan of the user's rows (at most "
               f"recall_index_min_rows memories): {result.get('shipped_exact_scans', 0)} (fell back to the statement: "
-              f"{result['shipped_fallbacks']})"]
+              f"{result['shipped_fallbacks']}); per-user cache of the shipped calls (user_cache.py): "
+              f"{result.get('shipped_cache', {})}"]
     return "\n".join(lines)
 
 
@@ -206,6 +214,15 @@ def _serve(conn_json: str, queries_path: str, user: str, top_k: str, min_sim: st
         hits = store.recall_many([q], user_id=user, top_k=int(top_k), min_sim=float(min_sim), record_access=False)[0]
         times.append(time.perf_counter() - t)
         ids.append([h.memory_id for h in hits])
+    cache = {"hits": store._ann.cache.hits, "loads": store._ann.cache.loads}
+    # the same calls without the per-user cache (user_cache.py): the exact scan, or HNSW for a big user
+    store._ann.cache.max_rows = 0
+    nocache_times, nocache_ids = [], []
+    for q in qs[:NO_CACHE_QUERIES]:
+        t = time.perf_counter()
+        hits = store.recall_many([q], user_id=user, top_k=int(top_k), min_sim=float(min_sim), record_access=False)[0]
+        nocache_times.append(time.perf_counter() - t)
+        nocache_ids.append([h.memory_id for h in hits])
     # one new connection per call: the backends are gone; measure one more backend doing one recall
     with conn.connect() as con:
         pid = con.execute("select pg_backend_pid()").fetchone()[0]
@@ -215,8 +232,10 @@ def _serve(conn_json: str, queries_path: str, user: str, top_k: str, min_sim: st
         with psycopg.RawCursor(con) as cur:
             cur.execute(sql, [user, _vec(qs[0]), int(top_k), float(min_sim), None, "{NULL}", None, None]).fetchall()
         backend_hwm = _proc_hwm(pid)
-    print(json.dumps({"indexed": store._ann.used, "exact": store._ann.exact, "fallbacks": store._ann.fallbacks, "open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
-                      "backend_peak_rss_mb": backend_hwm}))
+    print(json.dumps({"indexed": store._ann.used, "exact": store._ann.exact, "fallbacks": store._ann.fallbacks,
+                      "open_and_first_s": open_s, "times": times, "ids": ids, "peak_rss_mb": rss_mb("VmHWM"),
+                      "backend_peak_rss_mb": backend_hwm, "cache": cache, "nocache_times": nocache_times,
+                      "nocache_ids": nocache_ids}))
 
 
 def _proc_hwm(pid: int) -> float:

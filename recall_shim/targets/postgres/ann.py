@@ -8,7 +8,9 @@ statement. Two ways to find the candidates, by the user's current memory count:
   the user and kind filters applied after the index scan): approximate;
 * up to it: an exact scan of that user's rows through the ``user_id`` btree (index scans, and so
   the HNSW index, are off for the query: pgvector 0.6 filters after its index scan, so a small
-  user's rows are rarely among its candidates), ordered by cosine distance.
+  user's rows are rarely among its candidates), ordered by cosine distance; or, once the
+  process has read that user's memories in the current store generation, the same exact answer
+  from them in memory (user_cache.py): one single-row SELECT per call.
 
 Per intent: the nearest ``c`` memories, scored by the build's own score expressions
 (macros/recall.sql rendered for numpy, recall_shim/serving/formula.py: the statement's score, not
@@ -30,6 +32,7 @@ import numpy as np
 
 from recall_shim.common.sql import sql_ident
 from recall_shim.serving.formula import RecallFormula
+from recall_shim.targets.postgres.user_cache import UserCache, rank_entry
 
 __all__ = ["PgAnn"]
 
@@ -46,10 +49,12 @@ class PgAnn:
         self.used = 0       # calls answered from the HNSW index (for benchmarks and tests)
         self.exact = 0      # calls answered by the exact scan of a small user's rows
         self.fallbacks = 0  # calls that widened to the limit and ran the exact statement
+        self.cache = UserCache(schema)  # small users' memories, per store generation (user_cache.py)
 
     def reset(self) -> None:
         self._settings = None
         self._counts.clear()
+        self.cache.reset()
 
     def _index_settings(self, con: Any) -> tuple[int, int]:
         if self._settings is None:
@@ -72,6 +77,23 @@ class PgAnn:
                 is_assistant: np.ndarray) -> np.ndarray:
         """The build's factor of these memories for an intent without query text (to_assistant false)."""
         return formula.factor(strength=strength, is_question=is_question, is_assistant=is_assistant, to_assistant=False)
+
+    def cached(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
+               kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,
+               formula: RecallFormula) -> list[tuple[Any, ...]] | None:
+        """Rows shaped like the compiled statement's from the per-user cache (user_cache.py), or None
+        when the user is not served by the exact scan or cannot be kept. Needs no transaction: the
+        entry and the generation it was read with come from one statement."""
+        if self.uses_hnsw(con, user_id):
+            return None
+        entry = self.cache.entry(con, user_id, dim)
+        if entry is None:
+            return None
+        self.exact += 1
+        return [(intent, rank, *hit[:6], hit[6], 0.0)
+                for intent, vec in enumerate(vectors, start=1)
+                for rank, hit in enumerate(rank_entry(entry, formula, vec, top_k=top_k, min_sim=min_sim, kinds=kinds,
+                                                      episodes_by_default=episodes_by_default), start=1)]
 
     def recall(self, con: Any, *, user_id: str, vectors: Sequence[Sequence[float]], top_k: int, min_sim: float,
                kinds: Sequence[str] | None, episodes_by_default: bool, dim: int,

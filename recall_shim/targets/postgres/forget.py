@@ -41,6 +41,7 @@ from recall_shim.forget.duckdb import REBUILT_COLUMNS
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
 from recall_shim.targets.postgres.build_lock import LOCK_TABLE, BuildLock
+from recall_shim.targets.postgres.generation import bump_generation
 from recall_shim.targets.postgres.server import FORGET_COLUMNS, LANDING_TABLES, PgConnection, insert_rows
 from recall_shim.common.sql import sql_ident
 
@@ -186,6 +187,7 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
                     for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
                                           targets.message_ids, forgotten_at)])
                 removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
+                bump_generation(cur, s)  # with the deletes: no reader's cache outlives this COMMIT
                 found = found or any(k.endswith("_landing") for k in removed)
                 report = ForgetReport(
                     audit_id=uuid.uuid4().hex, scope=targets.scope, user_id=targets.user_id,

