@@ -209,9 +209,12 @@ class HybridSearcher:
             return self._rrf(lo, hi, rows, exact(rows), lex, in_scope, top_k, min_sim, fac)
         mx = float(np.max(exact(rows[c32 >= c32.max() - TIE_MARGIN])))
         mn = float(np.min(exact(rows[c32 <= c32.min() + TIE_MARGIN])))
-        ls = lex.of(rows)
-        # the exact cosine is within TIE_MARGIN of c32 and the score non-decreasing in it: a row
-        # can reach the top k only if its score at c32 + margin reaches the k-th score at c32 - margin
+        return self.rank_screened(rows, c32, exact, lex.of(rows), mn, mx, fac, top_k, min_sim)
+
+    def rank_screened(self, rows: np.ndarray, c32: np.ndarray, exact: Any, ls: np.ndarray, mn: float, mx: float,
+                      fac: np.ndarray, top_k: int, min_sim: float) -> list[Hit]:
+        """Top k of ``rows`` screened by float32 cosines ``c32`` (within TIE_MARGIN of ``exact(rows)``;
+        the score is non-decreasing in cosine): only rows whose score at c32 + margin reaches the k-th at c32 - margin."""
         upper = self.score_rows(rows, c32 + TIE_MARGIN, ls, mn, mx, fac)
         elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(upper))
         if len(elig) > top_k:

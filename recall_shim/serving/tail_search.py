@@ -24,7 +24,6 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from recall_shim.serving.formula import near_top
 from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import TIE_MARGIN, Hit, row_dots
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
@@ -184,15 +183,7 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
                 ls = np.where(l_rows[j] == rows, l_score[j], 0.0)
             else:
                 ls = np.zeros(len(rows))
-            upper = searcher.score_rows(rows, c32 + TIE_MARGIN, ls, mn, mx, fac)
-            elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(upper))
-            if len(elig) > top_k:
-                lower = searcher.score_rows(rows[elig], c32[elig] - TIE_MARGIN, ls[elig], mn, mx, fac)
-                elig = elig[near_top(lower, upper[elig], top_k)]
-            keep = rows[elig]
-            cos = exact(keep)
-            hits = searcher.rank_hits(keep, cos, searcher.score_rows(keep, cos, ls[elig], mn, mx, fac), ls[elig],
-                                      top_k, min_sim)
+            hits = searcher.rank_screened(rows, c32, exact, ls, mn, mx, fac, top_k, min_sim)
         score_t = f.score(f.relevance(cos=np.clip(cos_t, mn, mx), cos_min=mn, cos_max=mx, bm25=ls_t), fac_t)
         for p in np.flatnonzero(ok_t & (cos_t >= min_sim) & np.isfinite(score_t)).tolist():
             hits.append(Hit(-(p + 1), tail.memory_id[p], tail.kind[p], float(cos_t[p]), float(tail.strength[p]),
