@@ -94,8 +94,8 @@ class MemoryStore(Store):
         row = message_row(user_id, content, role=role, session_id=session_id, msg_seq=msg_seq, ts=ts,
                           message_id=message_id, agent_id=agent_id)
         record = admit_strict(row, utc_now_iso(), door_limits())
-        with storage_errors("the message was not stored"), file_lock(self.paths.write_lock, exclusive=False):
-            write_landing_file(self.paths.messages, [record])
+        with storage_errors("the message was not stored"):
+            self._land_messages([record])
         self._kick_tail()
         return str(record["message_id"])
 
@@ -105,10 +105,21 @@ class MemoryStore(Store):
         lands. Returns how many rows landed."""
         landed_at, limits = utc_now_iso(), door_limits()
         records = [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)]
-        with storage_errors("the rows were not stored"), file_lock(self.paths.write_lock, exclusive=False):
-            write_landing_file(self.paths.messages, records)
+        with storage_errors("the rows were not stored"):
+            self._land_messages(records)
         self._kick_tail()
         return len(records)
+
+    def _land_messages(self, records: list[dict[str, Any]]) -> Path | None:
+        """Land message records as one file under the shared write lock, stamped ``landed_at``
+        inside it: a forget stamps ``forgotten_at`` under the exclusive lock, so every row stamped
+        before it has landed by then and its purge removes exactly the rows stamped up to it (a
+        stamp taken before waiting for the lock let a row stamped earlier land after the purge)."""
+        with file_lock(self.paths.write_lock, exclusive=False):
+            now = utc_now_iso()
+            for r in records:
+                r["landed_at"] = now
+            return write_landing_file(self.paths.messages, records)
 
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
         """Bulk-load a CSV, JSONL or Parquet file of session-log rows. A file whose bytes were
@@ -126,8 +137,7 @@ class MemoryStore(Store):
         landed_at, limits = utc_now_iso(), door_limits()
         records = [admit(r, landed_at, limits, i) for i, r in enumerate(read_input_file(p))]
         with storage_errors(f"{p} was not ingested"):
-            with file_lock(self.paths.write_lock, exclusive=False):
-                landing = write_landing_file(self.paths.messages, records)
+            landing = self._land_messages(records)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(json.dumps({"file": str(p), "rows": len(records), "at": landed_at}))
         self._kick_tail()
