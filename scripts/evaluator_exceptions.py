@@ -18,6 +18,7 @@ import yaml
 COLUMN = {
     "fct_model_naming_conventions": "resource_name",
     "fct_missing_primary_key_tests": "resource_name",
+    "fct_too_many_joins": "resource_name",
     "fct_sources_without_freshness": "resource_name",
     "fct_multiple_sources_joined": "child",
     "fct_root_models": "child",
