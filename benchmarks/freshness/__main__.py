@@ -3,12 +3,14 @@
 Builds a small store (--users users x --base messages each) in a temp folder, starts the real
 ``agent-memory serve`` on 127.0.0.1 (bearer token) and runs two phases of --seconds each:
 
-  without writer  --readers threads recall random users' memories back to back
+  without writer  --readers threads recall random users' memories back to back (closed loop:
+                  they keep the server busy), or --reader-rate recalls/s in all (open loop)
   with writer     the same readers, plus a writer that remembers --rate messages per second
                   (POST /remember, random users) and a checker that recalls each acknowledged
                   message's user until a result carries its message_id: by the message text's
-                  vector, embedded once by the checker (--checker vector, the default), or by
-                  the text itself, which the server embeds again every round (--checker text)
+                  vector, embedded by the checker before the phase starts (--checker vector, the
+                  default), or by the text itself, which the server embeds again every round
+                  (--checker text)
 
 and prints the time from an acknowledged ``remember`` to the first recall that returns it
 (p50 / p99; goal p99 <= 2 s) and the readers' recall latency with vs without the writer (p50 /
@@ -51,22 +53,34 @@ def _quantiles(xs: list[float]) -> tuple[float, float]:
 
 
 class _Readers:
-    """``n`` threads recalling random users back to back until stopped; latencies in seconds."""
+    """``n`` threads recalling random users; latencies in seconds. ``rate`` None: back to back
+    (closed loop: the readers alone keep the lane busy); else open loop, ``rate`` recalls per
+    second in all, each thread on its own schedule, latency counted from the scheduled start (a
+    late recall counts its wait too)."""
 
-    def __init__(self, url: str, headers: dict[str, str], users: list[str], n: int, seed: int) -> None:
+    def __init__(self, url: str, headers: dict[str, str], users: list[str], n: int, seed: int,
+                 rate: float | None = None) -> None:
         self.times: list[float] = []
         self.errors = 0
+        self._period = None if not rate else n / rate
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(url, headers, users, seed + i), daemon=True)
                          for i in range(n)]
 
     def _run(self, url: str, headers: dict[str, str], users: list[str], seed: int) -> None:
         rng = random.Random(seed)
+        due = time.perf_counter() + (rng.random() * self._period if self._period else 0.0)
         with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
             while not self._stop.is_set():
                 body = {"user_id": rng.choice(users), "query": rng.choice(QUESTIONS), "top_k": 5, "min_sim": 0,
                         "record_access": False}
-                t = time.perf_counter()
+                if self._period:
+                    if self._stop.wait(max(0.0, due - time.perf_counter())):
+                        break
+                    t = due
+                    due += self._period
+                else:
+                    t = time.perf_counter()
                 r = client.post("/recall", json=body)
                 self.times.append(time.perf_counter() - t)
                 if r.status_code != 200:
@@ -83,15 +97,27 @@ class _Readers:
             t.join(timeout=120)
 
 
-def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: float, seconds: float,
-                  seed: int, vector_model: str | None) -> tuple[list[float], int, int]:
-    """Remember at ``rate`` per second for ``seconds``; a checker recalls each acknowledged
-    message until it is returned. Returns (seconds to recallable per message, written, missed).
-    ``vector_model``: the checker embeds each message's text once with it (the store's model,
-    query form) and recalls by that vector; None: it sends the text, which the server embeds
-    every round (the checker's own load then grows with the backlog)."""
+def _phase_messages(users: list[str], rate: float, seconds: float, seed: int,
+                    vector_model: str | None) -> tuple[list[tuple[str, str]], dict[str, list[float]]]:
+    """The writer's (user, content) pairs, and the checker's vector of each content (the store's
+    model, query form) when ``vector_model`` is given: made before the phase and its readers
+    start, so the checker's own embedding does not compete with the server for the cores."""
     rng = random.Random(seed)
+    contents = [(rng.choice(users), _sentence(rng, 10_000 + i)) for i in range(int(rate * seconds) + 1)]
     vectors: dict[str, list[float]] = {}
+    if vector_model is not None:
+        texts = [c for _, c in contents]
+        vectors = {c: [float(x) for x in v] for c, v in zip(texts, embed_texts(vector_model, "query", texts))}
+    return contents, vectors
+
+
+def _writer_phase(url: str, headers: dict[str, str], rate: float, seconds: float,
+                  contents: list[tuple[str, str]], vectors: dict[str, list[float]]) -> tuple[list[float], int, int]:
+    """Remember ``contents`` at ``rate`` per second for ``seconds``; a checker recalls each
+    acknowledged message until it is returned. Returns (seconds to recallable per message,
+    written, missed). The checker recalls by the content's vector in ``vectors``; with none, by
+    the text, which the server embeds every round (its own load then grows with the backlog)."""
+    n_max = len(contents)
     pending: list[tuple[str, str, str, float]] = []  # (message_id, user, content, acknowledged at)
     lock = threading.Lock()
     done = threading.Event()
@@ -110,13 +136,9 @@ def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: flo
                 by_user: dict[str, list[tuple[str, str, str, float]]] = {}
                 for item in todo:
                     by_user.setdefault(item[1], []).append(item)
-                if vector_model is not None:
-                    new = [i for i in todo if i[0] not in vectors]
-                    for item, v in zip(new, embed_texts(vector_model, "query", [i[2] for i in new]) if new else []):
-                        vectors[item[0]] = [float(x) for x in v]
                 for user, items in by_user.items():
                     items = items[:32]
-                    queries = [vectors[i[0]] if vector_model is not None else i[2] for i in items]
+                    queries = [vectors.get(i[2], i[2]) for i in items]
                     r = client.post("/recall-many", json={"user_id": user, "queries": queries,
                                                           "top_k": 3, "min_sim": 0, "record_access": False})
                     now = time.monotonic()
@@ -134,11 +156,11 @@ def _writer_phase(url: str, headers: dict[str, str], users: list[str], rate: flo
     written = 0
     with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
         start = time.monotonic()
-        while (elapsed := time.monotonic() - start) < seconds:
+        while time.monotonic() - start < seconds and written < n_max:
             due = start + written / rate
             if due > time.monotonic():
                 time.sleep(due - time.monotonic())
-            user, content = rng.choice(users), _sentence(rng, 10_000 + written)
+            user, content = contents[written]
             r = client.post("/remember", json={"user_id": user, "content": content, "session_id": "bench"})
             acked = time.monotonic()
             if r.status_code == 202:
@@ -157,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20, help="writer: messages per second (default 20)")
     ap.add_argument("--seconds", type=float, default=30, help="length of each phase (default 30)")
     ap.add_argument("--readers", type=int, default=2, help="reader threads (default 2)")
+    ap.add_argument("--reader-rate", type=float, default=None,
+                    help="recalls per second of all readers together (open loop, latency from each "
+                         "recall's scheduled start); default: back to back (closed loop)")
     ap.add_argument("--checker", choices=("vector", "text"), default="vector",
                     help="vector (default): the checker embeds each message once and recalls by vector; "
                          "text: it sends the text every round (the server embeds it each time)")
@@ -178,16 +203,18 @@ def main(argv: list[str] | None = None) -> int:
         with running_server(store.paths.db, Path(tmp) / "server.log") as (url, headers):
             with _Readers(url, headers, users, 1, 1):
                 time.sleep(3)  # warm up
-            with _Readers(url, headers, users, args.readers, 100) as idle:
+            with _Readers(url, headers, users, args.readers, 100, args.reader_rate) as idle:
                 time.sleep(args.seconds)
-            with _Readers(url, headers, users, args.readers, 200) as loaded:
-                model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
-                fresh, written, missed = _writer_phase(url, headers, users, args.rate, args.seconds, 300,
-                                                       model if args.checker == "vector" else None)
+            model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
+            contents, vectors = _phase_messages(users, args.rate, args.seconds, 300,
+                                                model if args.checker == "vector" else None)
+            with _Readers(url, headers, users, args.readers, 200, args.reader_rate) as loaded:
+                fresh, written, missed = _writer_phase(url, headers, args.rate, args.seconds, contents, vectors)
     f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
     i50, i99 = _quantiles(idle.times)
     l50, l99 = _quantiles(loaded.times)
-    print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads; "
+    print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads, "
+          f"{'back to back' if not args.reader_rate else f'{args.reader_rate:g} recalls/s in all'}; "
           f"checker: by {args.checker}; "
           f"store: {args.users} users x {args.base} messages in the snapshot")
     print(f"time to recallable (acknowledged remember -> first recall returning it): p50 {f50 * 1000:.0f} ms, "
