@@ -11,8 +11,8 @@ from typing import Any
 
 from recall_shim.errors import InvalidInput
 
-__all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "default_actor",
-           "memory_owner"]
+__all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "checked_forget_request",
+           "default_actor", "memory_owner"]
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -73,6 +73,17 @@ def default_actor() -> str:
         return getpass.getuser()
     except Exception:  # no login name in this environment
         return "unknown"
+
+
+def checked_forget_request(user_id: Any, memory_id: Any, actor: Any) -> tuple[str | None, str | None, str]:
+    """A forget request's (user_id, memory_id, actor), each checked (``check_forget_id``), the
+    actor defaulting to ``default_actor()``; at least one of user_id and memory_id is needed.
+    Both targets' forget start here."""
+    if user_id is None and memory_id is None:
+        raise InvalidInput("forget needs user_id or memory_id")
+    return (None if user_id is None else check_forget_id(user_id, "user_id"),
+            None if memory_id is None else check_forget_id(memory_id, "memory_id"),
+            check_forget_id(actor, "actor") if actor is not None else default_actor())
 
 
 def memory_owner(memory_id: str, owners: set[str], user_id: str | None, where: str) -> str | None:

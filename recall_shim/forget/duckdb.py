@@ -33,10 +33,10 @@ from typing import Any, Iterable, Sequence
 
 import duckdb
 
-from recall_shim.errors import InvalidInput, StorageFailure, StoreBusy
+from recall_shim.errors import StorageFailure, StoreBusy
 from recall_shim.forget.journal import (append_audit_once, clear_journal, load_journal, prune_temp_files, save_journal,
                                         storage_errors)
-from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor,
+from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, checked_forget_request,
                                        memory_owner)
 from recall_shim.forget.landing import purge_landing
 from recall_shim.forget.serving import compact, purge_serving
@@ -206,13 +206,7 @@ def forget(paths: StorePaths, *, user_id: str | None = None, memory_id: str | No
     and reports it (one audit line). ``unbuilt``: (owner, source message ids) of a memory the
     hot tail made from messages no build loaded yet (recall_shim/serving/tail.py), whose rows
     are only in the landing files."""
-    if user_id is None and memory_id is None:
-        raise InvalidInput("forget needs user_id or memory_id")
-    if user_id is not None:
-        user_id = check_forget_id(user_id, "user_id")
-    if memory_id is not None:
-        memory_id = check_forget_id(memory_id, "memory_id")
-    who = check_forget_id(actor, "actor") if actor is not None else default_actor()
+    user_id, memory_id, who = checked_forget_request(user_id, memory_id, actor)
     with storage_errors("cannot prepare the store's folders"):
         paths.ensure()
     with file_lock(paths.build_lock, exclusive=True):

@@ -34,8 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from recall_shim.errors import InvalidInput
-from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, check_forget_id, default_actor,
+from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, checked_forget_request,
                                        memory_owner)
 from recall_shim.forget.duckdb import REBUILT_COLUMNS
 from recall_shim.write.landing import utc_now_iso
@@ -168,13 +167,7 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
     forever, with its source messages) in the PostgreSQL schema. Idempotent."""
 
-    if user_id is None and memory_id is None:
-        raise InvalidInput("forget needs user_id or memory_id")
-    if user_id is not None:
-        user_id = check_forget_id(user_id, "user_id")
-    if memory_id is not None:
-        memory_id = check_forget_id(memory_id, "memory_id")
-    who = check_forget_id(actor, "actor") if actor is not None else default_actor()
+    user_id, memory_id, who = checked_forget_request(user_id, memory_id, actor)
     s = conn.schema
     with BuildLock(conn, "forget"):
         with conn.connect() as con:
