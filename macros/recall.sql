@@ -85,7 +85,8 @@ coalesce({{ bm25 }}, 0)
 {#- Hybrid recall. One statement answers several intents for one user.
 
     memories   : relation/subquery with user_id, memory_id, kind, content, embedding, strength,
-                 source_message_ids, valid_to, is_question (more columns are ignored)
+                 source_message_ids, valid_to, is_question, created_at, happened_on, happened_grain
+                 (more columns are ignored)
     queries    : subquery with intent_id (int), embedding (FLOAT[dim]) and query_text (VARCHAR,
                  may be NULL: a precomputed vector has no lexical leg)
     user_id    : SQL expression of the user scope (required: there is no all-users recall)
@@ -107,7 +108,9 @@ coalesce({{ bm25 }}, 0)
     score = recall_score(recall_relevance(fusion, ...), recall_factor(...)): the one definition of
     the fusion, the strength factor, the episode weighting and the assistant weighting (below; the serving index evaluates
     the same macros rendered for numpy). Memories below min_sim cosine are dropped; the rest rank
-    by score, ties by memory_id. -#}
+    by score, ties by memory_id. Each result carries its dates, outside the score: said_at (the
+    memory's created_at: when it was first said), happened_on and happened_grain (when the text
+    says it happened; NULL when it does not). -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
 {%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
@@ -227,6 +230,9 @@ kept as (
         m.content,
         m.strength,
         m.source_message_ids,
+        m.created_at as said_at,
+        m.happened_on,
+        m.happened_grain,
         {{ recall_score('f.relevance',
                         recall_factor('sql', strength='m.strength', is_question='m.is_question',
                                       is_assistant="(m.kind = 'assistant')",
@@ -257,7 +263,10 @@ select
     strength,
     score,
     source_message_ids,
-    lexical_score
+    lexical_score,
+    said_at,
+    happened_on,
+    happened_grain
 from ranked
 where rank <= {{ top_k }}
 order by intent_id, rank
