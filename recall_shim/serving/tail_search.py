@@ -142,6 +142,7 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
     query term longer than the stored terms)."""
     if searcher.fusion.method != "weighted":
         raise Unserved("the index serves a tail user for the weighted fusion only")
+    searcher.check_time_scope(texts)
     ix, f, lexicon = searcher.index, searcher.index.formula, searcher.lexicon
     q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
     lo, hi = ix.block(user_id)
