@@ -132,9 +132,9 @@ def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tm
     writer = MemoryStore(db)
     writer.remember_many([{"user_id": "alice", "session_id": "s3", "msg_seq": i, "role": "user", "content": c}
                           for i, c in enumerate([CANOE, BOARD_GAME, "I prefer answers with tables and short lists.",
-                                                 "我喜欢简洁的输出，最好用表格。", "Hiking in the Alps: the lakes were cold.",
-                                                 "I moved to Porto last month."])])
+                                                 "我喜欢简洁的输出，最好用表格。", "Hiking in the Alps: the lakes were cold."])])
     writer.remember("bob", VIOLIN, session_id="s3", msg_seq=9)
+    writer.remember("alice", "I moved to Porto last month.", session_id="s3", msg_seq=10)
     spec_db = copy_store(db, tmp_path / "spec")
     spec = MemoryStore(spec_db)
     for index in spec.paths.serving.glob("*.index"):
