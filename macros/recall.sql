@@ -57,14 +57,21 @@ coalesce({{ bm25 }}, 0)
     recall_sql's `addressed`; false for fusions without a lexical leg, which have no text). So an
     ordinary question weighs the assistant's memories, a question about what the assistant said
     weighs every other memory. is_assistant is per memory, to_assistant per intent (numpy: a
-    scalar or an array broadcast against the memories). At least 0 for non-negative weights,
-    non-decreasing in strength; its maximum over a set of memories is (1 - s + s x max strength)
-    x max(1, question weight) x max(1, assistant weight) at most. -#}
+    scalar or an array broadcast against the memories). Times var time_scope_weight when in_window
+    (the question names a time, "last week", "去年", and the memory was said or happened in it:
+    recall_sql's time_windows; per memory and intent; the factor leaves the term out when the var
+    is 1, the off switch). At least 0 for non-negative weights, non-decreasing in strength; its
+    maximum over a set of memories is (1 - s + s x max strength) x max(1, question weight) x
+    max(1, assistant weight) x max(1, time weight) at most. -#}
 {% macro recall_factor(dialect='sql', strength='strength', is_question='is_question', is_assistant='is_assistant',
-                       to_assistant='to_assistant') -%}
+                       to_assistant='to_assistant', in_window='in_window') -%}
 {%- set sw = number_var('strength_weight') -%}
+{%- set tw = number_var('time_scope_weight') -%}
 (1 - {{ sw }} + {{ sw }} * {{ strength }}) * {{ recall_if(is_question, number_var('question_episode_weight'), 1, dialect) }}
     * {{ recall_if('(' ~ is_assistant ~ ') != (' ~ to_assistant ~ ')', number_var('assistant_memory_weight'), 1, dialect) }}
+{%- if tw != 1 %}
+    * {{ recall_if(in_window, tw, 1, dialect) }}
+{%- endif %}
 {%- endmacro %}
 
 {#- The score: relevance x factor (dialect kept for symmetry: both render the same). -#}
@@ -85,7 +92,8 @@ coalesce({{ bm25 }}, 0)
 {#- Hybrid recall. One statement answers several intents for one user.
 
     memories   : relation/subquery with user_id, memory_id, kind, content, embedding, strength,
-                 source_message_ids, valid_to, is_question (more columns are ignored)
+                 source_message_ids, valid_to, is_question, created_at, happened_on, happened_grain
+                 (more columns are ignored)
     queries    : subquery with intent_id (int), embedding (FLOAT[dim]) and query_text (VARCHAR,
                  may be NULL: a precomputed vector has no lexical leg)
     user_id    : SQL expression of the user scope (required: there is no all-users recall)
@@ -101,20 +109,28 @@ coalesce({{ bm25 }}, 0)
     agent_id, session_id : optional narrower scopes inside the user scope: SQL expressions of a
                  VARCHAR or NULL (no filter); a memory matches when one of its source messages
                  came from that agent / session (columns agent_ids, session_ids). None = no filter.
+    time_expressions, as_of : the time scope (docs/recall.md "Time-scoped recall"): the relation of
+                 seeds/time_expressions.csv (its rows are inlined) and the SQL expression of the
+                 TIMESTAMP a question's "last week" is resolved against. None (or var
+                 time_scope_weight 1, or a fusion without a lexical leg) = no time scope.
 
     Legs: vector = cosine over the user's memories (NULL/NaN dropped, so NULL or zero vectors
     never rank); lexical = BM25 over the term index with the same tokenize macro on the query.
     score = recall_score(recall_relevance(fusion, ...), recall_factor(...)): the one definition of
     the fusion, the strength factor, the episode weighting and the assistant weighting (below; the serving index evaluates
     the same macros rendered for numpy). Memories below min_sim cosine are dropped; the rest rank
-    by score, ties by memory_id. -#}
+    by score, ties by memory_id. Each result carries its dates, outside the score: said_at (the
+    memory's created_at: when it was first said), happened_on and happened_grain (when the text
+    says it happened; NULL when it does not). -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
-                    terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none) -%}
+                    terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none,
+                    time_expressions=none, as_of=none) -%}
 {%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
 {%- if fusion not in ('weighted', 'rrf', 'vector', 'lexical') -%}
   {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
 {%- endif -%}
 {%- set lexical = fusion != 'vector' -%}
+{%- set timed = lexical and time_expressions is not none and number_var('time_scope_weight') != 1 -%}
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
@@ -189,6 +205,42 @@ lexical_ranked as (
     from lexical_leg
 ),
 
+{% if timed -%}
+-- the time a question names ("what did I say last week?", "去年..."): the time expression with
+-- the lowest priority found in it (the extraction's match and resolver), as a window of its grain
+-- (a week from its Monday) resolved against as_of
+time_rules as (
+    {{ inline_rows(time_expressions, [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
+                                      ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
+),
+
+asked_times as (
+    select
+        q.intent_id,
+        t.grain,
+        {{ resolve_happened_on(as_of, 't.grain', 't.shift', 't.weekday') }} as resolved,
+        row_number() over (partition by q.intent_id order by t.priority, t.time_rule_id) as time_rank
+    from recall_queries as q
+    inner join time_rules as t on {{ time_expression_match('q.query_text', 't.pattern') }}
+    where q.query_text is not null
+),
+
+time_windows as (
+    select
+        intent_id,
+        case when grain = 'week' then cast(date_trunc('week', cast(resolved as timestamp)) as timestamp)
+            else cast(resolved as timestamp) end as window_start,
+        case grain
+            when 'week' then cast(date_trunc('week', cast(resolved as timestamp)) as timestamp) + interval '7 day'
+            when 'month' then cast(resolved as timestamp) + interval '1 month'
+            when 'year' then cast(resolved as timestamp) + interval '1 year'
+            else cast(resolved as timestamp) + interval '1 day'
+        end as window_end
+    from asked_times
+    where time_rank = 1
+),
+{%- endif %}
+
 -- does the question ask what the assistant said ("which laptop did you recommend?", "你之前建议...")?
 addressed as (
     select
@@ -227,15 +279,24 @@ kept as (
         m.content,
         m.strength,
         m.source_message_ids,
+        m.created_at as said_at,
+        m.happened_on,
+        m.happened_grain,
         {{ recall_score('f.relevance',
                         recall_factor('sql', strength='m.strength', is_question='m.is_question',
                                       is_assistant="(m.kind = 'assistant')",
-                                      to_assistant=('a.to_assistant' if lexical else 'false')), 'sql') }}
+                                      to_assistant=('a.to_assistant' if lexical else 'false'),
+                                      in_window=('(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)'
+                                                 ' or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))'
+                                                 if timed else 'false')), 'sql') }}
             as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
     {% if lexical -%}
     inner join addressed as a on a.intent_id = f.intent_id
+    {%- endif %}
+    {% if timed -%}
+    left join time_windows as w on w.intent_id = f.intent_id
     {%- endif %}
     where f.similarity >= {{ min_sim }}
 ),
@@ -257,7 +318,10 @@ select
     strength,
     score,
     source_message_ids,
-    lexical_score
+    lexical_score,
+    said_at,
+    happened_on,
+    happened_grain
 from ranked
 where rank <= {{ top_k }}
 order by intent_id, rank
@@ -280,8 +344,33 @@ order by intent_id, rank
     terms=ref('memory_term_index').include(database=False),
     term_stats=ref('memory_term_stats').include(database=False),
     agent_id='$7::varchar',
-    session_id='$8::varchar'
+    session_id='$8::varchar',
+    time_expressions=ref('time_expressions'),
+    as_of=recall_as_of()
 ) }}
+{%- endmacro %}
+
+{#- The time a recall's "last week" is resolved against: var as_of when the build pins it (the
+    benchmarks ask as of their conversations' end), else the clock at the request (UTC). -#}
+{% macro recall_as_of() -%}
+{%- set as_of = timestamp_var('as_of') -%}
+{%- if as_of is none -%}
+cast(current_timestamp at time zone 'UTC' as timestamp)
+{%- else -%}
+{{ sql_literal(as_of) }}::timestamp
+{%- endif -%}
+{%- endmacro %}
+
+{#- The published time-scope pattern (recall_queries.time_scope_pattern): every time expression of
+    relation time_expressions as one alternation, without word edges, so it matches wherever the
+    statement's time_expression_match may (and some more): the serving index leaves a question it
+    matches to the compiled statement. '' when the time scope is off (var time_scope_weight 1). -#}
+{% macro time_scope_pattern(time_expressions) -%}
+{%- if number_var('time_scope_weight') == 1 or not execute or load_relation(time_expressions) is none -%}
+{{ return('') }}
+{%- endif -%}
+{%- set rows = run_query('select pattern from ' ~ time_expressions ~ ' order by pattern').rows -%}
+{{ return('(?:' ~ (rows | map(attribute=0) | join('|')) ~ ')') }}
 {%- endmacro %}
 
 {#- Every (intent, memory) cosine of one user's current memories, for threshold guidance (the

@@ -86,11 +86,12 @@ tail_rule_messages as (
     where role in ({{ sql_string_list(string_list_var('extract_roles')) }})
 )
 
-select message_id, user_id, kind, slot, content, message_at, loaded_at
+select message_id, user_id, kind, slot, content, happened_on, happened_grain, message_at, loaded_at
 from ({{ rule_extractions('tail_rule_messages', 'tail_clause_rules', 'tail_extraction_rules',
                           'tail_time_expressions') }}) as r
 union all
-select message_id, user_id, kind, slot, content, message_at, loaded_at
+select message_id, user_id, kind, slot, content, null::date as happened_on, null::varchar as happened_grain,
+    message_at, loaded_at
 from ({{ episode_extractions('tail_episode_messages', 'tail_assistant_messages', 'tail_markers') }}) as e
 {%- endmacro %}
 
@@ -99,8 +100,9 @@ from ({{ episode_extractions('tail_episode_messages', 'tail_assistant_messages',
     of them). Of the rows of one (user_id, message_id) the first landed wins (as
     int_messages_validated; ids an earlier build accepted are not known here); identical
     normalised contents of one user and kind are one memory (memory_id as int_memory_candidates);
-    strength is folded like int_memory_strength as of $1 (TIMESTAMP); provenance (session_ids,
-    agent_ids) like int_memory_provenance. One row per candidate memory; consolidation is
+    strength is folded like int_memory_strength as of $1 (TIMESTAMP); happened_on / happened_grain
+    are the first mention's (int_memory_candidates); provenance (session_ids, agent_ids) like
+    int_memory_provenance. One row per candidate memory; consolidation is
     tail_merged_sql's, supersession runs at the build. -#}
 {% macro tail_memories_sql() -%}
 with accepted as (
@@ -129,6 +131,8 @@ candidates as (
         kind,
         {{ first_agg('slot', 'message_at desc') }} as slot,
         {{ arg_min_agg('content', 'message_at') }} as content,
+        {{ first_agg('happened_on', 'message_at') }} as happened_on,
+        {{ first_agg('happened_grain', 'message_at') }} as happened_grain,
         {{ embedding_form_for_kind('kind') }} as embedding_form,
         min(message_at) as created_at,
         {{ list_agg('message_id', 'message_id', distinct=true) }} as source_message_ids,
@@ -190,6 +194,8 @@ select
     c.content,
     c.embedding_form,
     c.created_at,
+    c.happened_on,
+    c.happened_grain,
     c.source_message_ids,
     {{ decay_strength(
         'coalesce(f.strength_at_last_event, 1.0)',

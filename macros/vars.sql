@@ -62,6 +62,7 @@
       'fusion_vector_weight': share,
       'lexical_saturation': {'kind': 'number', 'min': 0, 'max': big},
       'question_episode_weight': {'kind': 'number', 'min': 0, 'max': 1000},
+      'time_scope_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'strength_weight': share,
       'llm_url': {'kind': 'string', 'pattern': '[^\\x00-\\x20\\x7f]{0,2048}'},
       'llm_model': {'kind': 'string', 'pattern': '[A-Za-z0-9_.:/@+-]{0,256}'},

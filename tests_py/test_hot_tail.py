@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +134,14 @@ def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tm
                           for i, c in enumerate([CANOE, BOARD_GAME, "I prefer answers with tables and short lists.",
                                                  "我喜欢简洁的输出，最好用表格。", "Hiking in the Alps: the lakes were cold."])])
     writer.remember("bob", VIOLIN, session_id="s3", msg_seq=9)
+    writer.remember("alice", "I moved to Porto last month.", session_id="s3", msg_seq=10)
     spec_db = copy_store(db, tmp_path / "spec")
     spec = MemoryStore(spec_db)
     for index in spec.paths.serving.glob("*.index"):
         shutil.rmtree(index)
     indexed = MemoryStore(db)
     questions = ["Where is the red canoe kept?", "how should answers be formatted? tables", "喜欢什么输出方式",
-                 "cold lakes in the mountains", "board game"]
+                 "cold lakes in the mountains", "board game", "where does the user live now? Porto"]
     for user, kinds, top_k, min_sim in [("alice", None, 10, 0.0), ("alice", ["episode"], 3, 0.0),
                                        ("alice", ["preference", "fact"], 5, 0.0), ("alice", None, 4, 0.82),
                                        ("bob", None, 5, 0.0)]:
@@ -153,7 +155,13 @@ def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tm
                 assert x.similarity == pytest.approx(y.similarity, abs=1e-5)
                 assert x.lexical_score == pytest.approx(y.lexical_score, rel=1e-9, abs=1e-9)
                 assert (x.content, x.source_message_ids, x.kind) == (y.content, y.source_message_ids, y.kind)
+                assert (x.said_at, x.happened_on, x.happened_grain) == (y.said_at, y.happened_on, y.happened_grain)
     assert any(m.source_message_ids and m.memory_id for g in got for m in g)
+    # a tail memory carries its dates on both paths: said now, happened "last month"
+    porto = [m for g in indexed.recall_many(questions, user_id="alice", top_k=10, min_sim=0.0) for m in g
+             if m.content == "User lives in Porto"]
+    assert porto and porto[0].said_at is not None and porto[0].happened_grain == "month"
+    assert porto[0].happened_on == (porto[0].said_at.date().replace(day=1) - timedelta(days=1)).replace(day=1)
 
 
 def test_forget_removes_tail_memories(db: Path) -> None:

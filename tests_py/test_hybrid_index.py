@@ -109,7 +109,11 @@ def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) 
     con.register("r", pa.table(rows))
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot, content,
         embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to, is_question,
-        []::varchar[] as agent_ids, []::varchar[] as session_ids from r""")
+        []::varchar[] as agent_ids, []::varchar[] as session_ids,
+        timestamp '2026-01-01 08:00:00' + to_minutes((hash(memory_id) % 500000)::bigint) as created_at,
+        case when hash(memory_id) % 3 = 0 then date '2025-11-01' + (hash(memory_id) % 90)::integer end as happened_on,
+        case when hash(memory_id) % 3 = 0 then 'day' end as happened_grain
+        from r""")
     tokenize_sql = con.execute("select sql_text from recall_queries where query_name = 'tokenize'").fetchall()[0][0]
     expr = tokenize_sql.removeprefix("select ").removesuffix(" as terms").replace("$1::varchar", "content")
     con.execute(f"""create table memory_term_index as
@@ -147,8 +151,8 @@ def compiled(snap: Path, user: str, vectors: np.ndarray, texts: list, top_k: int
     finally:
         con.close()
     out: list[list[tuple]] = [[] for _ in vectors]
-    for intent_id, _rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
-        out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources, lexical))
+    for intent_id, _rank, memory_id, kind, content, sim, strength, score, sources, lexical, *dates in rows:
+        out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources, lexical, tuple(dates)))
     return out
 
 
@@ -175,6 +179,7 @@ def assert_same(got: list[RecalledMemory], want: list[tuple]) -> None:
     for m in got:
         w = by_id[m.memory_id]
         assert (m.kind, m.content, m.source_message_ids) == (w[1], w[2], list(w[6]))
+        assert (m.said_at, m.happened_on, m.happened_grain) == w[8]  # the dates, from the index's payload
 
 
 QUERIES = [

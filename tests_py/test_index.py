@@ -67,7 +67,11 @@ def write_snapshot(path: Path, rows: dict[str, list], template: Path, **settings
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot,
         content, embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to,
         kind = 'skill' and content like '%7' as is_question, []::varchar[] as agent_ids,
-        []::varchar[] as session_ids from r""")
+        []::varchar[] as session_ids,
+        timestamp '2026-01-01 08:00:00' + to_minutes((hash(memory_id) % 500000)::bigint) as created_at,
+        case when hash(memory_id) % 3 = 0 then date '2025-11-01' + (hash(memory_id) % 90)::integer end as happened_on,
+        case when hash(memory_id) % 3 = 0 then 'day' end as happened_grain
+        from r""")
     con.close()
     path.with_suffix(".ready").write_text("test\n")
     return path
@@ -81,8 +85,8 @@ def exact(snapshot: Path, user: str, vectors: np.ndarray, top_k: int, min_sim: f
     finally:
         con.close()
     out: list[list[tuple]] = [[] for _ in vectors]
-    for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, _lexical in rows:
-        out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources))
+    for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, _lexical, *dates in rows:
+        out[intent_id - 1].append((memory_id, kind, content, sim, strength, score, sources, tuple(dates)))
     return out
 
 
@@ -106,6 +110,7 @@ def assert_same(got: list[RecalledMemory], want: list[tuple]) -> None:
     for m in got:
         w = by_id[m.memory_id]
         assert (m.kind, m.content, m.source_message_ids) == (w[1], w[2], list(w[6]))
+        assert (m.said_at, m.happened_on, m.happened_grain) == w[7]  # the dates, from the index's payload
 
 
 @pytest.fixture(scope="module")

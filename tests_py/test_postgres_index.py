@@ -41,6 +41,7 @@ def test_hnsw_path_matches_the_exact_statement(ann_store: tuple[Any, Any]) -> No
             assert [m.memory_id for m in fast] == [m.memory_id for m in exact]
             for a, b in zip(fast, exact):
                 assert a.score == pytest.approx(b.score, abs=1e-6) and a.similarity == pytest.approx(b.similarity, abs=1e-6)
+                assert (a.said_at, a.happened_on, a.happened_grain) == (b.said_at, b.happened_on, b.happened_grain)
             compared += 1
     assert compared == 80 and store._ann.used + store._ann.fallbacks == 80 and store._ann.used > 60
 
@@ -101,5 +102,4 @@ def _exact(store: Any, q: Any, k: int, min_sim: float, kinds: Any, user: str = B
                                        kinds, _text_array_literal([None]), None, None])
     from recall_shim import RecalledMemory
 
-    return [RecalledMemory(r[2], r[3], r[4], float(r[5]), float(r[6]), float(r[7]), list(r[8] or []), int(r[1]))
-            for r in rows]
+    return [RecalledMemory.of_row(r) for r in rows]

@@ -23,13 +23,13 @@ from .conftest import ROOT
 
 FUSIONS = ("weighted", "rrf", "vector", "lexical")
 EXTREME = {"fusion_vector_weight": 1, "lexical_saturation": 0, "fusion_rrf_k": 0, "strength_weight": 1,
-           "question_episode_weight": 2, "assistant_memory_weight": 3}
+           "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5}
 SETTINGS = {"shipped": {}, "extreme": EXTREME, "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0,
                                                                 "question_episode_weight": 0,
-                                                                "assistant_memory_weight": 0}}
+                                                                "assistant_memory_weight": 0, "time_scope_weight": 0}}
 # the vars the score is made of: read by the formula macros only
 FORMULA_VARS = ("fusion_vector_weight", "lexical_saturation", "fusion_rrf_k", "strength_weight", "question_episode_weight",
-                "assistant_memory_weight")
+                "assistant_memory_weight", "time_scope_weight")
 
 
 def render(vars: dict, work: Path) -> dict:
@@ -101,7 +101,9 @@ def test_the_formula_is_written_once() -> None:
                        "fusion_rrf_k": {"recall_relevance", "recall_queries"},
                        "strength_weight": {"recall_factor", "recall_queries"},
                        "question_episode_weight": {"recall_factor", "recall_queries"},
-                       "assistant_memory_weight": {"recall_factor", "recall_queries"}}, readers
+                       "assistant_memory_weight": {"recall_factor", "recall_queries"},
+                       # recall_sql and the published pattern only ask whether the time scope is on (not 1)
+                       "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"}}, readers
     macros = (ROOT / "macros" / "recall.sql").read_text()
     fused = macros[macros.index("\nfused as ("):macros.index("\nranked as (")]  # recall_sql's fusion and score
     assert all(f"{m}(" in fused for m in ("recall_relevance", "recall_factor", "recall_score"))
@@ -189,3 +191,9 @@ def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, di
     both = f.factor(strength=one, is_question=np.array([False, False]), is_assistant=mine,
                     to_assistant=np.array([False, True]))  # per-intent input broadcast against memories
     assert both.tolist() == [3.0, 3.0]
+    # a memory in the time window the question names carries var time_scope_weight (5 here); the
+    # serving paths never pass in_window: they leave such questions to the compiled statement
+    timed = f.factor(strength=one, is_question=np.array([False, False]), is_assistant=np.array([False, False]),
+                     to_assistant=False, in_window=np.array([True, False]))
+    assert timed.tolist() == [5.0, 1.0]
+    assert "in_window" not in rendered["shipped"]["weighted"]["factor"]  # shipped 1: the off switch

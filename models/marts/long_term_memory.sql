@@ -14,6 +14,7 @@
     materialized='incremental',
     incremental_strategy=kept_memory_strategy(),
     unique_key='memory_id',
+    on_schema_change='append_new_columns',
     indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id']]) + vector_index(),
     fillfactor=50,
     merge_clauses={
@@ -55,6 +56,8 @@ select
     m.content,
     m.embedding,
     m.created_at,
+    m.happened_on,
+    m.happened_grain,
     s.last_accessed,
     s.access_count,
     s.strength,

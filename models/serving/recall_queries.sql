@@ -41,6 +41,8 @@
         {{ number_var('question_episode_weight') }}::{{ double_type() }} as question_episode_weight,
         {{ number_var('assistant_memory_weight') }}::{{ double_type() }} as assistant_memory_weight,
         {{ sql_literal(string_var('assistant_question_pattern')) }}::varchar as assistant_question_pattern,
+        {{ number_var('time_scope_weight') }}::{{ double_type() }} as time_scope_weight,
+        {{ sql_literal(time_scope_pattern(ref('time_expressions'))) }}::varchar as time_scope_pattern,
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
         {{ number_var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from recall_shim.errors import AgentMemoryError, BuildFailed, InvalidInput, InvalidQuery
 from recall_shim.interfaces.cli_parser import make_parser
 from recall_shim.interfaces.requests import arguments, parse
+from recall_shim.recall.prompt import when
 from recall_shim.targets.duckdb import project_dir
 from recall_shim.store import Store
 from recall_shim.targets import TARGET_ENV, open_store
@@ -77,7 +78,8 @@ def _print_results(results: Sequence[Any], as_json: bool) -> None:
     if not results:
         print("(no memories above the threshold)")
     for m in results:
-        print(f"{m.rank:>2}. [{m.kind}] {m.content}  (sim {m.similarity:.3f}, strength {m.strength:.3f}, score {m.score:.3f})")
+        print(f"{m.rank:>2}. [{m.kind}] {m.content}{when(m)}  (sim {m.similarity:.3f}, strength {m.strength:.3f},"
+              f" score {m.score:.3f})")
 
 
 def _batch(store: Store, path: str, defaults: dict[str, Any]) -> int:

@@ -94,6 +94,9 @@ class Memory(BaseModel):
     score: float
     source_message_ids: list[str]
     rank: int
+    said_at: str | None = None  # ISO date and time (UTC) the memory was first said
+    happened_on: str | None = None  # ISO date it happened, when the text says
+    happened_grain: str | None = None  # day, week, month, year or weekday
 
 
 class RecallResponse(BaseModel):

@@ -60,6 +60,8 @@ class Fusion:
     episodes_by_default: bool = True
     # questions that ask what the assistant said (var assistant_question_pattern): '' = none
     assistant_question_pattern: str = ""
+    # questions that may name a time (recall_queries.time_scope_pattern): '' = time scope off
+    time_scope_pattern: str = ""
 
 
 class Unserved(Exception):
@@ -92,6 +94,7 @@ class HybridSearcher:
         self.lexicon = lexicon
         self.postings = TermPostings(index.folder, index.users)
         self._asks = re.compile(fusion.assistant_question_pattern) if fusion.assistant_question_pattern else None
+        self._timed = re.compile(fusion.time_scope_pattern) if fusion.time_scope_pattern else None
 
     # --- public ---------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@ class HybridSearcher:
         big = user_id in ix.meta["ivf"]
         if big and self.fusion.method == "rrf":
             raise Unserved("rrf needs exact global vector ranks")
+        self.check_time_scope(texts)
         try:
             lex = self._lexical(con, user_id, texts, len(q64))
         except LookupError as exc:
@@ -122,6 +126,12 @@ class HybridSearcher:
             else:
                 out.append(self._exact(lo, hi, qn, lx, top_k, min_sim, allowed, fac, mapped=True))
         return out
+
+    def check_time_scope(self, texts: Sequence[str | None] | None) -> None:
+        """Unserved when a question may name a time (the statement's time window weighs it; the
+        index holds no dates to weigh by): it runs as compiled (docs/recall.md "Time-scoped recall")."""
+        if self._timed is not None and any(t is not None and self._timed.search(t.lower()) for t in texts or ()):
+            raise Unserved("a question that names a time runs as compiled")
 
     def asks_assistant(self, text: str | None) -> bool:
         """Does the question ask what the assistant said (var assistant_question_pattern on the
@@ -392,7 +402,7 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
     try:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
-                        str(row.get("assistant_question_pattern") or ""))
+                        str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
         return fusion, lexicon

@@ -11,12 +11,12 @@ temporary folder, then renamed, so a reader sees a whole index or none). Rows ar
     memory_id.npy      memory ids (bytes)       kind.npy   kind codes     strength.npy  float64
     question.npy       episode is a question (bool), an input of the factor (formula.py)
     norm.npy           float64 L2 norms (0 = never ranks)
-    fp.npy             fingerprint per row (content, sources, model): the next build reuses rows
+    fp.npy             fingerprint per row (content, sources, model, dates): the next build reuses rows
                        whose (id64, fp) it finds here (recall_shim/serving/index_reuse.py)
     vrow.npy           the row's heavy row in the generation's append-only heavy files
     vectors.f32, payload.bin, payload_end.i64
-                       heavy rows (raw float32 vector; JSON [content, source_message_ids] and
-                       its end offset), shared by hard link between the folders of one
+                       heavy rows (raw float32 vector; JSON [content, source_message_ids, said_at,
+                       happened_on, happened_grain] and its end offset), shared by hard link between the folders of one
                        generation; meta.json ``heavy`` is the prefix this folder may read
                        (recall_shim/serving/index_heavy.py)
     ivf-<n>.faiss      faiss IVF-Flat over the normalised vectors of one user with many memories;
@@ -46,7 +46,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Sequence
+from datetime import date, datetime
+from typing import Any, NamedTuple, Sequence
 
 import duckdb
 import numpy as np
@@ -54,8 +55,9 @@ import numpy as np
 from recall_shim.serving.formula import RecallFormula, near_top
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import EMPTY_ROWS, valid_hits, load_faiss
+from recall_shim.serving.recalled import as_date, as_datetime
 
-FORMAT = 2  # 2: append-only heavy files (vrow), IVF tails
+FORMAT = 3  # 2: append-only heavy files (vrow), IVF tails; 3: the payload holds the dates
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
 SCAN_CHUNK = 65_536  # rows per exact-scan step
 
@@ -82,6 +84,16 @@ class IndexSettings:
         values = row[0] if row else {}
         kw = {f.name: type(getattr(cls(), f.name))(values[f.name]) for f in fields(cls) if values.get(f.name) is not None}
         return cls(**kw)
+
+
+class Payload(NamedTuple):
+    """A heavy row's payload (what a result shows beside the score)."""
+
+    content: str
+    sources: list[str]
+    said_at: datetime | None
+    happened_on: date | None
+    happened_grain: str | None
 
 
 @dataclass(frozen=True)
@@ -238,9 +250,11 @@ class SnapshotIndex:
             return 0, 0
         return int(self.user_start[i][0]), int(self.user_start[i][1])
 
-    def payload_of(self, row: int) -> tuple[str, list[str]]:
-        content, sources = json.loads(self.heavy.payload_bytes(int(self.vrow[row])).decode("utf-8"))
-        return content, sources
+    def payload_of(self, row: int) -> Payload:
+        """The row's heavy payload: content, source_message_ids and the dates (said_at,
+        happened_on, happened_grain)."""
+        content, sources, said, on, grain = json.loads(self.heavy.payload_bytes(int(self.vrow[row])).decode("utf-8"))
+        return Payload(content, sources, as_datetime(said), as_date(on), grain)
 
     def _ivf_of(self, user_id: str) -> Any:
         if user_id not in self._ivf:

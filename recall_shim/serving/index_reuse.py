@@ -10,8 +10,9 @@ and the vectors and payloads of the new and changed rows, appended to the previo
 files (hard links): a reused row keeps its heavy row (``vrow``), nothing of it is copied.
 
 A row is reused when the previous index has the same id64 (the memory_id's hash) with the same
-fingerprint: ``hash(content, source_message_ids, embedding_model)``, since the vector is a
-function of (model, kind's form, content) and the kind is part of the memory_id. Strength, kind
+fingerprint: ``hash(content, source_message_ids, embedding_model, dates)``, since the vector is a
+function of (model, kind's form, content), the kind is part of the memory_id and the payload holds
+the content, sources and dates. Strength, kind
 and the question flag are always read fresh (strength decays every build).
 
 What stays O(store) here: the light columns of every row (~40 bytes per row, numpy and DuckDB
@@ -33,12 +34,20 @@ from recall_shim.common.sql import sql_literal
 MAX_FRESH_SHARE = 0.5
 
 
+# the heavy row's payload: JSON [content, source_message_ids, said_at, happened_on, happened_grain]
+# (the dates as ISO text or null; recall_shim/serving/index.py payload_of reads it)
+PAYLOAD_SQL = ("json_array(content, coalesce(source_message_ids, []::varchar[]), strftime(created_at, '%Y-%m-%dT%H:%M:%S'),"
+               " strftime(happened_on, '%Y-%m-%d'), happened_grain)::varchar as payload")
+
+
 def fingerprint_expr(con: duckdb.DuckDBPyConnection) -> str:
-    """SQL of the per-row fingerprint over the snapshot's long_term_memory."""
+    """SQL of the per-row fingerprint over the snapshot's long_term_memory: what the heavy row
+    holds (the vector's inputs and the payload's columns)."""
     cols = {r[0] for r in con.execute(
         "select column_name from duckdb_columns() where table_name = 'long_term_memory'").fetchall()}
     model = "embedding_model" if "embedding_model" in cols else "''"
-    return f"hash(content, coalesce(source_message_ids, []::varchar[]), {model}, embedding is null)::ubigint"
+    return (f"hash(content, coalesce(source_message_ids, []::varchar[]), {model}, embedding is null, created_at,"
+            " happened_on, happened_grain)::ubigint")
 
 
 def _string_buffers(arr: Any) -> tuple[np.ndarray, memoryview]:
@@ -95,7 +104,7 @@ def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, curr
     users, kinds, light, _ = _snapshot_shape(con, current)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question", "fp", "norm")}
     reader = con.sql(
-        f"{light}, embedding, json_array(content, coalesce(source_message_ids, []::varchar[]))::varchar as payload"
+        f"{light}, embedding, {PAYLOAD_SQL}"
         f" {current} order by user_id, id64").to_arrow_reader(50_000)
     heavy = HeavyWriter(out, dim)
     try:
@@ -179,8 +188,7 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
             con.register("_index_fresh_ids", pa.table({"memory_id": light.column(3).take(pa.array(fresh))}))
             try:
                 got = con.sql(
-                    "select (md5_number_upper(memory_id) >> 2)::bigint as id64, embedding,"
-                    " json_array(content, coalesce(source_message_ids, []::varchar[]))::varchar as payload"
+                    f"select (md5_number_upper(memory_id) >> 2)::bigint as id64, embedding, {PAYLOAD_SQL}"
                     f" from (select * {current} and memory_id in (select memory_id from _index_fresh_ids))"
                     " order by user_id, id64").to_arrow_table()
             finally:

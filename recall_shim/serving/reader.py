@@ -3,7 +3,6 @@ statement with bound parameters. No dbt, no Jinja, no lock the builder needs."""
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,9 +16,10 @@ from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomple
 from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
-from recall_shim.serving.index import Hit, SnapshotIndex, index_dir
+from recall_shim.serving.index import Hit, Payload, SnapshotIndex, index_dir
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.published import ready_snapshots
+from recall_shim.serving.recalled import RecalledMemory
 from recall_shim.serving.snapshot import connect_snapshot
 from recall_shim.serving.tail_search import UserTail, search_with_tail
 
@@ -32,36 +32,6 @@ REFRESH_ATTEMPTS = 5
 # A folder's mtime has the clock's tick as its resolution: a change in the tick of a listing can
 # leave the mtime as it was, so a listing is trusted unchanged only once its mtime is this old.
 SETTLED_NS = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class RecalledMemory:
-    """One recalled memory. ``similarity`` is raw cosine, ``lexical_score`` BM25 (0 when no term
-    matched), ``score`` the fused relevance weighted by strength (docs/recall.md)."""
-
-    memory_id: str
-    kind: str
-    content: str
-    similarity: float
-    strength: float
-    score: float
-    source_message_ids: list[str]
-    rank: int
-    intent: int = 0
-    lexical_score: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "memory_id": self.memory_id,
-            "kind": self.kind,
-            "content": self.content,
-            "similarity": round(self.similarity, 6),
-            "strength": round(self.strength, 6),
-            "score": round(self.score, 6),
-            "lexical_score": round(self.lexical_score, 6),
-            "source_message_ids": list(self.source_message_ids),
-            "rank": self.rank,
-        }
 
 
 @dataclass
@@ -329,14 +299,10 @@ class SnapshotReader:
         for intent, hits in enumerate(groups):
             group = []
             for rank, h in enumerate(hits, start=1):
-                if h.row < 0:
-                    content, sources = tail.content[-h.row - 1], tail.sources[-h.row - 1]
-                else:
-                    content, sources = self._hybrid.index.payload_of(h.row)
                 if h.memory_id in memories:
                     continue
-                group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
-                                            list(sources), rank, intent, h.lexical_score))
+                payload = tail.payload_of(-h.row - 1) if h.row < 0 else self._hybrid.index.payload_of(h.row)
+                group.append(_memory(h, payload, rank, intent))
             out.append(group)
         return out
 
@@ -379,11 +345,10 @@ def run_compiled(con: duckdb.DuckDBPyConnection, sql_text: str, user_id: str, ve
                                   list(texts) if texts is not None else [None] * len(vectors), agent_id,
                                   session_id]).fetchall()
     out: list[list[RecalledMemory]] = [[] for _ in vectors]
-    for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
-        if any(not math.isfinite(x) for x in (sim, strength, score)):
-            continue
-        out[intent_id - 1].append(RecalledMemory(memory_id, kind, content, float(sim), float(strength), float(score),
-                                                 list(sources or []), int(rank), intent_id - 1, float(lexical or 0.0)))
+    for row in rows:
+        m = RecalledMemory.of_row(row)
+        if m is not None:
+            out[m.intent].append(m)
     return out
 
 
@@ -393,8 +358,12 @@ def _recalled(index: SnapshotIndex, groups: list[list[Hit]]) -> list[list[Recall
     for intent, hits in enumerate(groups):
         group = []
         for rank, h in enumerate(hits, start=1):
-            content, sources = index.payload_of(h.row)
-            group.append(RecalledMemory(h.memory_id, h.kind, content, h.similarity, h.strength, h.score,
-                                        list(sources), rank, intent, h.lexical_score))
+            group.append(_memory(h, index.payload_of(h.row), rank, intent))
         out.append(group)
     return out
+
+
+def _memory(h: Hit, p: Payload, rank: int, intent: int) -> RecalledMemory:
+    """An index or tail hit with its payload as the RecalledMemory the compiled statement's row makes."""
+    return RecalledMemory(h.memory_id, h.kind, p.content, h.similarity, h.strength, h.score, list(p.sources), rank,
+                          intent, h.lexical_score, p.said_at, p.happened_on, p.happened_grain)

@@ -18,7 +18,7 @@ from recall_shim.common.paths import StorePaths
 TEXT_FIELDS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts",
                "message_id", "landed_at", "door_reason")
 MEMORY_COLUMNS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
-                  "valid_to", "is_question", "agent_ids", "session_ids")
+                  "valid_to", "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain")
 COVERED_RECORD = "tail_covered.json"  # in <stem>.serving/ (a forget clears <stem>.dbt/, not this)
 
 
@@ -141,13 +141,16 @@ ROW_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("landing_id", "user
                          pa.field("landed_at", pa.timestamp("us")), pa.field("landing_file", pa.string()),
                          pa.field("landing_seq", pa.int64())])
 EXTRACTION_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("message_id", "user_id", "kind", "slot", "content")),
+                                pa.field("happened_on", pa.date32()), pa.field("happened_grain", pa.string()),
                                 pa.field("message_at", pa.timestamp("us")), pa.field("loaded_at", pa.timestamp("us"))])
 MEMORY_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("memory_id", pa.string()),
                             pa.field("kind", pa.string()), pa.field("content", pa.string()),
                             pa.field("embedding", pa.list_(pa.float32())), pa.field("strength", pa.float64()),
                             pa.field("source_message_ids", pa.list_(pa.string())),
                             pa.field("valid_to", pa.timestamp("us")), pa.field("is_question", pa.bool_()),
-                            pa.field("agent_ids", pa.list_(pa.string())), pa.field("session_ids", pa.list_(pa.string()))])
+                            pa.field("agent_ids", pa.list_(pa.string())), pa.field("session_ids", pa.list_(pa.string())),
+                            pa.field("created_at", pa.timestamp("us")), pa.field("happened_on", pa.date32()),
+                            pa.field("happened_grain", pa.string())])
 CANDIDATE_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
                               pa.field("kind", pa.string()), pa.field("slot", pa.string()),
                               pa.field("created_at", pa.timestamp("us")), pa.field("embedding", pa.list_(pa.float32()))])

@@ -25,7 +25,8 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.hybrid import HybridSearcher, Unserved
-from recall_shim.serving.index import TIE_MARGIN, Hit, row_dots
+from recall_shim.serving.index import TIE_MARGIN, Hit, Payload, row_dots
+from recall_shim.serving.recalled import as_date, as_datetime
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
 
 __all__ = ["TailState", "UserTail", "search_with_tail"]
@@ -40,6 +41,9 @@ class UserTail:
     kind: list[str | None]
     content: list[str]
     sources: list[list[str]]
+    said_at: list[Any]          # created_at (datetime) per memory
+    happened_on: list[Any]      # date or None
+    happened_grain: list[str | None]
     strength: np.ndarray        # float64, as of when the tail was made
     is_question: np.ndarray     # bool
     vectors: np.ndarray         # float32 (n, dim)
@@ -72,6 +76,8 @@ class UserTail:
         return cls(
             memory_id=[m["memory_id"] for m in memories], kind=[m["kind"] for m in memories],
             content=[m["content"] for m in memories], sources=[list(m["source_message_ids"] or []) for m in memories],
+            said_at=[m.get("created_at") for m in memories], happened_on=[m.get("happened_on") for m in memories],
+            happened_grain=[m.get("happened_grain") for m in memories],
             strength=np.asarray([m["strength"] for m in memories], dtype=np.float64),
             is_question=np.asarray([bool(m["is_question"]) for m in memories]), vectors=vectors, norm=norm,
             doc_len=doc_len,
@@ -80,6 +86,11 @@ class UserTail:
             avg_doc_len=float(stats[0]["avg_doc_len"]) if stats else 0.0,
             df={s["term"]: float(s["df"]) for s in stats},
             rows=[{c: m.get(c) for c in columns} for m in memories], term_rows=list(terms))
+
+    def payload_of(self, p: int) -> Payload:
+        """Tail memory ``p``'s payload, as the index's payload_of gives a snapshot row's."""
+        return Payload(self.content[p], self.sources[p], as_datetime(self.said_at[p]), as_date(self.happened_on[p]),
+                       self.happened_grain[p])
 
     def in_scope(self, kinds: Sequence[str] | None, episodes_by_default: bool) -> np.ndarray:
         """The compiled statement's scoped_memories kind filter (as HybridSearcher.allowed_kinds)."""
@@ -131,6 +142,7 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
     query term longer than the stored terms)."""
     if searcher.fusion.method != "weighted":
         raise Unserved("the index serves a tail user for the weighted fusion only")
+    searcher.check_time_scope(texts)
     ix, f, lexicon = searcher.index, searcher.index.formula, searcher.lexicon
     q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
     lo, hi = ix.block(user_id)

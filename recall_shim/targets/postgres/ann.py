@@ -90,7 +90,7 @@ class PgAnn:
         if entry is None:
             return None
         self.exact += 1
-        return [(intent, rank, *hit[:6], hit[6], 0.0)
+        return [(intent, rank, *hit[:7], 0.0, *hit[7])
                 for intent, vec in enumerate(vectors, start=1)
                 for rank, hit in enumerate(rank_entry(entry, formula, vec, top_k=top_k, min_sim=min_sim, kinds=kinds,
                                                       episodes_by_default=episodes_by_default), start=1)]
@@ -113,7 +113,7 @@ class PgAnn:
             kind_sql = " and kind <> 'episode'"
         vec_t = f"vector({dim})"
         sql = (f"select memory_id, kind, content, strength, source_message_ids, is_question,"
-               f" 1 - (embedding::{vec_t} <=> %s::{vec_t}) as similarity"
+               f" 1 - (embedding::{vec_t} <=> %s::{vec_t}) as similarity, created_at, happened_on, happened_grain"
                f' from {sql_ident(self.schema)}.long_term_memory'
                f" where user_id = %s and valid_to is null{kind_sql}"
                f" order by embedding::{vec_t} <=> %s::{vec_t} limit %s")
@@ -140,8 +140,8 @@ class PgAnn:
                     self._factor(formula, np.array([r[3] for r in kept], dtype=np.float64),
                                  np.array([bool(r[5]) for r in kept], dtype=bool),
                                  np.array([r[1] == "assistant" for r in kept], dtype=bool)))
-                scored = [(-float(sc), mid, kind, content, sim, strength, float(sc), sources)
-                          for sc, (mid, kind, content, strength, sources, _, sim) in zip(scores, kept)]
+                scored = [(-float(sc), mid, kind, content, sim, strength, float(sc), sources, dates)
+                          for sc, (mid, kind, content, strength, sources, _, sim, *dates) in zip(scores, kept)]
                 scored.sort(key=lambda r: (r[0], r[1]))
                 best = scored[:top_k]
                 farthest = min((r[6] for r in rows if r[6] is not None), default=None)
@@ -155,8 +155,8 @@ class PgAnn:
                     self.fallbacks += 1
                     return None
                 c *= 4
-            for rank, (_, mid, kind, content, sim, strength, score, sources) in enumerate(best, start=1):
-                out.append((intent, rank, mid, kind, content, sim, strength, score, sources, 0.0))
+            for rank, (_, mid, kind, content, sim, strength, score, sources, dates) in enumerate(best, start=1):
+                out.append((intent, rank, mid, kind, content, sim, strength, score, sources, 0.0, *dates))
         if hnsw:
             self.used += 1
         else:

@@ -307,12 +307,10 @@ class PgMemoryStore(Store):
                                               None if kinds is None else list(kinds), _text_array_literal(texts),
                                               agent_id, session_id])
         out: list[list[RecalledMemory]] = [[] for _ in queries]
-        for intent_id, rank, memory_id, kind, content, sim, strength, score, sources, lexical in rows:
-            if any(x is None or not math.isfinite(float(x)) for x in (sim, strength, score)):
-                continue
-            out[intent_id - 1].append(RecalledMemory(memory_id, kind, content, float(sim), float(strength),
-                                                     float(score), list(sources or []), int(rank), intent_id - 1,
-                                                     float(lexical or 0.0)))
+        for row in rows:
+            m = RecalledMemory.of_row(row)
+            if m is not None:
+                out[m.intent].append(m)
         if record_access:
             now, query_id = utc_now_iso(), uuid.uuid4().hex
             seen = sorted({m.memory_id for group in out for m in group})

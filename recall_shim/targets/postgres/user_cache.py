@@ -42,6 +42,7 @@ class _Entry:
     kind: np.ndarray           # object (str)
     content: list[str]
     sources: list[list[str]]
+    dates: list[tuple[Any, Any, Any]]  # (created_at, happened_on, happened_grain) per memory
     strength: np.ndarray       # float64
     is_question: np.ndarray    # bool
     vectors: np.ndarray        # float32, one row per memory (zeros where the embedding is NULL)
@@ -129,7 +130,8 @@ class UserCache:
         s = sql_ident(self.schema)
         rows = con.execute(
             f"select g.generation, m.memory_id, m.kind, m.content, m.strength, m.source_message_ids,"
-            f" m.is_question, vector_send(m.embedding::vector({int(dim)}))"
+            f" m.is_question, vector_send(m.embedding::vector({int(dim)})), m.created_at, m.happened_on,"
+            f" m.happened_grain"
             f" from {s}.{sql_ident(GENERATION_TABLE)} as g"
             f" left join {s}.long_term_memory as m on m.user_id = %s and m.valid_to is null"
             f" where g.id = 1 order by m.memory_id", [user_id]).fetchall()
@@ -152,6 +154,7 @@ class UserCache:
             is_episode=np.array([k == "episode" for k in kind], dtype=bool),
             content=[r[3] for r in rows],
             sources=[list(r[5] or []) for r in rows],
+            dates=[(r[8], r[9], r[10]) for r in rows],
             strength=np.array([np.nan if r[4] is None else float(r[4]) for r in rows], dtype=np.float64),
             is_question=np.array([bool(r[6]) for r in rows], dtype=bool),
             vectors=vectors,
@@ -161,7 +164,7 @@ class UserCache:
 def rank_entry(entry: _Entry, formula: RecallFormula, vector: Sequence[float], *, top_k: int, min_sim: float,
                kinds: Sequence[str] | None, episodes_by_default: bool) -> list[tuple[Any, ...]]:
     """The top k of one intent over a kept user, as (memory_id, kind, content, similarity,
-    strength, score, sources), the compiled statement's order."""
+    strength, score, sources, (said_at, happened_on, happened_grain)), the compiled statement's order."""
     n = len(entry.memory_id)
     if n == 0:
         return []
@@ -194,7 +197,7 @@ def rank_entry(entry: _Entry, formula: RecallFormula, vector: Sequence[float], *
     ids = entry.memory_id[rows]
     order = np.lexsort((ids.astype(str), -score))[:top_k]
     return [(ids[i], entry.kind[rows[i]], entry.content[rows[i]], float(cos[i]), float(entry.strength[rows[i]]),
-             float(score[i]), entry.sources[rows[i]]) for i in order]
+             float(score[i]), entry.sources[rows[i]], entry.dates[rows[i]]) for i in order]
 
 
 def _reaching(lower: np.ndarray, upper: np.ndarray, top_k: int) -> np.ndarray:
