@@ -158,8 +158,7 @@ def _writer_phase(url: str, headers: dict[str, str], rate: float, seconds: float
         start = time.monotonic()
         while time.monotonic() - start < seconds and written < n_max:
             due = start + written / rate
-            if due > time.monotonic():
-                time.sleep(due - time.monotonic())
+            time.sleep(max(0.0, due - time.monotonic()))
             user, content = contents[written]
             r = client.post("/remember", json={"user_id": user, "content": content, "session_id": "bench"})
             acked = time.monotonic()
