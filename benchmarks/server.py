@@ -11,7 +11,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import httpx
 
@@ -25,15 +25,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(db: Path, log_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def running_server(db: Path | None, log_path: Path,
+                   env: Mapping[str, str] | None = None) -> Iterator[tuple[str, dict[str, str]]]:
     """``agent-memory serve --db db`` (log in ``log_path``) until the block ends: yields (base
-    url, headers with the bearer token). SystemExit when it does not become ready."""
+    url, headers with the bearer token). ``db`` None: ``agent-memory --target postgres serve``
+    with the store of ``env`` (AGENT_MEMORY_PG_*). SystemExit when it does not become ready."""
     port, token = free_port(), secrets.token_urlsafe(16)
     url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
     exe = str(Path(sys.executable).with_name("agent-memory"))
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([exe, "serve", "--db", str(db), "--port", str(port), "--log-level", "warning"],
-                                env={**os.environ, "AGENT_MEMORY_TOKEN": token},
+        where = ["--target", "postgres", "serve"] if db is None else ["serve", "--db", str(db)]
+        proc = subprocess.Popen([exe, *where, "--port", str(port), "--log-level", "warning"],
+                                env={**os.environ, **(env or {}), "AGENT_MEMORY_TOKEN": token},
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + STARTUP_SECONDS

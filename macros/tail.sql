@@ -1,7 +1,23 @@
 {#- The hot tail (docs/serving.md "Hot tail"): statements the build publishes in recall_queries so
     that the serving side makes memories of messages landed since the newest snapshot with the
-    build's own SQL (the same macros the models use), without dbt. DuckDB only. The shim runs
-    them in an in-memory DuckDB over the landed rows it read (recall_shim/serving/tail.py). -#}
+    build's own SQL (the same macros the models use), without dbt. On DuckDB the shim runs them
+    in an in-memory DuckDB over the landed rows it read (recall_shim/serving/tail.py); on
+    PostgreSQL in the tail worker's own session, over temporary tables
+    (recall_shim/targets/postgres/tail.py). -#}
+
+{#- Creates a table of the statement's session: DuckDB's in-memory database, or a temporary table
+    of PostgreSQL's session (replaced when it exists). -#}
+{% macro tail_table(name) -%}
+  {{ return(adapter.dispatch('tail_table')(name)) }}
+{%- endmacro %}
+
+{% macro default__tail_table(name) -%}
+create or replace table {{ name }} as
+{%- endmacro %}
+
+{% macro postgres__tail_table(name) -%}
+drop table if exists pg_temp.{{ name }}; create temporary table {{ name }} as
+{%- endmacro %}
 
 {#- A relation's rows inlined as a VALUES list (a published statement runs without the
     warehouse): columns is a list of (name, SQL type). Rendered at execution (run_query); no rows
@@ -28,16 +44,16 @@ from (values
     rules' seeds the extraction reads, inlined at build time (the relations come from the model's
     refs: models/serving/recall_queries.sql). Statements separated by ';'. -#}
 {% macro tail_seeds_sql(assistant_markers, clause_rules, extraction_rules, time_expressions) -%}
-create or replace table tail_markers as
+{{ tail_table('tail_markers') }}
 {{ inline_rows(assistant_markers, [('pattern', 'varchar'), ('keep', 'boolean')]) }};
-create or replace table tail_clause_rules as
+{{ tail_table('tail_clause_rules') }}
 {{ inline_rows(clause_rules, [('clause_rule_id', 'varchar'), ('purpose', 'varchar'), ('step', 'integer'),
                                      ('pattern', 'varchar'), ('replacement', 'varchar')]) }};
-create or replace table tail_extraction_rules as
+{{ tail_table('tail_extraction_rules') }}
 {{ inline_rows(extraction_rules, [('rule_id', 'varchar'), ('kind', 'varchar'), ('slot', 'varchar'),
                                          ('entity', 'varchar'), ('polarity', 'varchar'), ('list_item', 'varchar'),
                                          ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }};
-create or replace table tail_time_expressions as
+{{ tail_table('tail_time_expressions') }}
 {{ inline_rows(time_expressions, [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
                                          ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
 {%- endmacro %}
@@ -248,4 +264,75 @@ where t.kind != 'episode'
                 and {{ vector_cosine('t.embedding', 'o.embedding') }} >= {{ number_var('consolidation_min_sim') }}
         )
     )
+{%- endmacro %}
+
+{#- PostgreSQL's recall over the live tables plus one user's tail (recall_shim/targets/postgres/tail.py):
+    the shim's compiled recall statement (recall_sql, the one definition of the score) with the
+    memories, the term rows and the term statistics of the user over both. Parameters as the
+    recall statement's ($1..$8), then $9 the user's tail memories (jsonb array of objects with
+    long_term_memory's recall columns, the embedding as pgvector text), $10 their term rows
+    (jsonb: memory_id, user_id, term, tf, doc_len) and $11 the store generation the tail was made
+    against. The tail counts only while the store's generation is still $11 (a build or a
+    forget since then moved it: the live tables answer alone until the worker caught up), and a
+    tail memory whose memory_id the live table already holds is left out (a build that folded it
+    in, committed in between): never the same memory twice. The user's BM25 statistics are
+    memory_term_stats_rows over the user's index rows and the tail's (those the next build
+    computes). -#}
+{% macro shim_recall_tail_sql() -%}
+{%- set ltm = ref('long_term_memory').include(database=False) -%}
+{%- set index = ref('memory_term_index').include(database=False) -%}
+{%- set generation = ref('long_term_memory').include(database=False, identifier=False) ~ '.store_generation' -%}
+{%- set emb = embedding_type() -%}
+{%- set tail_counts -%}
+(select generation from {{ generation }} where id = 1) = $11::bigint
+{%- endset -%}
+{%- set memories -%}
+(
+    select
+        user_id::text as user_id, memory_id::text as memory_id, kind::text as kind, content::text as content,
+        embedding::{{ emb }} as embedding, strength::double precision as strength,
+        source_message_ids::text[] as source_message_ids, valid_to::timestamp as valid_to,
+        is_question::boolean as is_question, agent_ids::text[] as agent_ids, session_ids::text[] as session_ids
+    from {{ ltm }}
+    where user_id = $1::varchar
+    union all
+    select
+        t.user_id, t.memory_id, t.kind, t.content, t.embedding::{{ emb }}, t.strength, t.source_message_ids,
+        null::timestamp, t.is_question, t.agent_ids, t.session_ids
+    from jsonb_to_recordset($9::jsonb) as t (
+        user_id text, memory_id text, kind text, content text, embedding text, strength double precision,
+        source_message_ids text[], is_question boolean, agent_ids text[], session_ids text[]
+    )
+    where t.user_id = $1::varchar
+        and {{ tail_counts }}
+        and not exists (select 1 from {{ ltm }} as h where h.user_id = t.user_id and h.memory_id = t.memory_id)
+) as memories_with_tail
+{%- endset -%}
+{%- set terms -%}
+(
+    select memory_id::text as memory_id, user_id::text as user_id, term::text as term, tf::bigint as tf,
+        doc_len::bigint as doc_len
+    from {{ index }}
+    where user_id = $1::varchar
+    union all
+    select t.memory_id, t.user_id, t.term, t.tf, t.doc_len
+    from jsonb_to_recordset($10::jsonb) as t (memory_id text, user_id text, term text, tf bigint, doc_len bigint)
+    where t.user_id = $1::varchar
+        and {{ tail_counts }}
+        and not exists (select 1 from {{ ltm }} as h where h.user_id = t.user_id and h.memory_id = t.memory_id)
+)
+{%- endset -%}
+{{ recall_sql(
+    memories=memories,
+    queries="select generate_subscripts($2::" ~ emb ~ "[], 1) as intent_id, unnest($2::" ~ emb ~ "[]) as embedding, unnest($6::varchar[]) as query_text",
+    user_id='$1::varchar',
+    top_k='$3::integer',
+    min_sim='$4::' ~ double_type(),
+    kinds='$5::varchar[]',
+    terms=terms,
+    term_stats='(select user_id, term, df, n_docs, avg_doc_len from ('
+        ~ memory_term_stats_rows(terms ~ ' as tail_index_rows', 'null::timestamp') ~ ') as tail_stats)',
+    agent_id='$7::varchar',
+    session_id='$8::varchar'
+) }}
 {%- endmacro %}

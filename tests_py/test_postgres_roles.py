@@ -94,7 +94,9 @@ def test_migrations_are_recorded_and_idempotent(pg: dict[str, Any]) -> None:
     cols = {t: [c for (c,) in rows(owner, "select column_name from information_schema.columns where table_schema = %s"
                                           " and table_name = %s", [SCHEMA, LANDING_TABLES[t]])]
             for t in ("messages", "forget")}
-    assert sorted(cols["messages"]) == sorted(MESSAGE_COLUMNS) and sorted(cols["forget"]) == sorted(FORGET_COLUMNS)
+    # arrived_at: the hot tail's look-up column (migration 8, recall_shim/targets/postgres/tail_landing.py)
+    assert sorted(cols["messages"]) == sorted((*MESSAGE_COLUMNS, "arrived_at"))
+    assert sorted(cols["forget"]) == sorted(FORGET_COLUMNS)
     # the owner owns what the migrations created
     owners = rows(owner, "select distinct tableowner from pg_tables where schemaname = %s", [SCHEMA])
     assert owners == [(ROLES["owner"],)]
@@ -133,6 +135,13 @@ def test_reader_recalls_and_records_access_but_cannot_write(pg: dict[str, Any]) 
     # the landing tables and the audit are not the reader's to read
     with pg["conns"]["reader"].connect() as con, pytest.raises(psycopg.errors.InsufficientPrivilege):
         con.execute(f"select content from {SCHEMA}.session_log_landing")
+    # ... yet the reader recalls a message the writer landed after the build (the hot tail, through
+    # the owner's tail_landing function and the reader's temporary tables), without a warning
+    pg["writer"].remember("erin", "I live in Bergen", session_id="s1", message_id="erin-1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tail = reader.recall("where does the user live?", user_id="erin", min_sim=0.0, kinds=["fact"])
+    assert [m.content for m in tail] == ["User lives in Bergen"]
     reader.close()
 
 

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -184,35 +185,51 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checker", choices=("vector", "text"), default="vector",
                     help="vector (default): the checker embeds each message once and recalls by vector; "
                          "text: it sends the text every round (the server embeds it each time)")
+    ap.add_argument("--target", choices=("duckdb", "postgres"), default="duckdb",
+                    help="duckdb (default) or postgres (a bundled pgserver PostgreSQL in the temp folder)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    from recall_shim import MemoryStore
+    with tempfile.TemporaryDirectory(prefix="freshness-") as tmp:
+        if args.target == "duckdb":
+            from recall_shim import MemoryStore
 
+            return _run(args, MemoryStore(Path(tmp) / "fresh.duckdb"), Path(tmp), None)
+        from recall_shim import LocalPostgres, PgMemoryStore
+
+        server = LocalPostgres(Path(tmp) / "pg")
+        try:
+            conn = server.start()
+            env = {**conn.dbt_env(), "AGENT_MEMORY_PG_WORK_DIR": str(Path(tmp) / "pgwork")}
+            return _run(args, PgMemoryStore(conn, work_dir=Path(tmp) / "pgwork"), Path(tmp), env)
+        finally:
+            server.stop()
+
+
+def _run(args: argparse.Namespace, store: Any, tmp: Path, env: dict[str, str] | None) -> int:
+    """Build the base store, serve it, run both phases and print the figures."""
     rng = random.Random(17)
     users = [f"user{i:03d}" for i in range(args.users)]
-    with tempfile.TemporaryDirectory(prefix="freshness-") as tmp:
-        store = MemoryStore(Path(tmp) / "fresh.duckdb")
-        store.remember_many([{"user_id": u, "content": _sentence(rng, i * args.users + j), "session_id": "base",
-                              "msg_seq": i, "role": "user", "ts": "2026-12-01 10:00:00",
-                              "message_id": f"base-{u}-{i}"} for i in range(args.base) for j, u in enumerate(users)])
-        print(f"building the base store ({args.users} users x {args.base} messages) ...", flush=True)
-        t = time.monotonic()
-        store.build()
-        print(f"built in {time.monotonic() - t:.1f} s", flush=True)
-        with running_server(store.paths.db, Path(tmp) / "server.log") as (url, headers):
-            with _Readers(url, headers, users, 1, 1):
-                time.sleep(3)  # warm up
-            with _Readers(url, headers, users, args.readers, 100, args.reader_rate) as idle:
-                time.sleep(args.seconds)
-            model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
-            contents, vectors = _phase_messages(users, args.rate, args.seconds, 300,
-                                                model if args.checker == "vector" else None)
-            with _Readers(url, headers, users, args.readers, 200, args.reader_rate) as loaded:
-                fresh, written, missed = _writer_phase(url, headers, args.rate, args.seconds, contents, vectors)
+    store.remember_many([{"user_id": u, "content": _sentence(rng, i * args.users + j), "session_id": "base",
+                          "msg_seq": i, "role": "user", "ts": "2026-12-01 10:00:00",
+                          "message_id": f"base-{u}-{i}"} for i in range(args.base) for j, u in enumerate(users)])
+    print(f"building the base store ({args.users} users x {args.base} messages) ...", flush=True)
+    t = time.monotonic()
+    store.build()
+    print(f"built in {time.monotonic() - t:.1f} s", flush=True)
+    with running_server(None if env else store.paths.db, tmp / "server.log", env) as (url, headers):
+        with _Readers(url, headers, users, 1, 1):
+            time.sleep(3)  # warm up
+        with _Readers(url, headers, users, args.readers, 100, args.reader_rate) as idle:
+            time.sleep(args.seconds)
+        model = httpx.get(url + "/health", headers=headers).json()["embedding_model"]
+        contents, vectors = _phase_messages(users, args.rate, args.seconds, 300,
+                                            model if args.checker == "vector" else None)
+        with _Readers(url, headers, users, args.readers, 200, args.reader_rate) as loaded:
+            fresh, written, missed = _writer_phase(url, headers, args.rate, args.seconds, contents, vectors)
     f50, f99 = _quantiles(fresh) if fresh else (float("nan"), float("nan"))
     i50, i99 = _quantiles(idle.times)
     l50, l99 = _quantiles(loaded.times)
-    print(f"\nwriter: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads, "
+    print(f"\ntarget: {args.target}; writer: {written} messages at {args.rate:g}/s over HTTP; readers: {args.readers} threads, "
           f"{'back to back' if not args.reader_rate else f'{args.reader_rate:g} recalls/s in all'}; "
           f"checker: by {args.checker}; "
           f"store: {args.users} users x {args.base} messages in the snapshot")

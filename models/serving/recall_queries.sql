@@ -11,8 +11,8 @@
     ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
      '$1 text VARCHAR'),
 ] -%}
-{#- the hot tail's statements (macros/tail.sql, docs/serving.md "Hot tail"): DuckDB only -#}
-{%- if target.type == 'duckdb' and bool_var('hot_tail') -%}
+{#- the hot tail's statements (macros/tail.sql, docs/serving.md "Hot tail"), both targets -#}
+{%- if bool_var('hot_tail') -%}
 {%- do statements.extend([
     ('tail_seeds', tail_seeds_sql(ref('assistant_markers'), ref('clause_rules'), ref('extraction_rules'),
                                   ref('time_expressions')), 'creates the seed tables the tail extraction reads'),
@@ -23,6 +23,11 @@
     ('tail_term_stats', tail_term_stats_sql(), 'reads relation tail_term_rows (memory_term_index rows of the tail users)'),
     ('tail_merged', tail_merged_sql(), 'reads relations tail_candidates and tail_prior_memories'),
 ]) -%}
+{%- endif -%}
+{#- PostgreSQL's recall over the live tables plus a user's tail (macros/tail.sql) -#}
+{%- if bool_var('hot_tail') and target.type == 'postgres' -%}
+{%- do statements.append(('recall_tail', shim_recall_tail_sql(),
+    'as recall, then $9 tail memories JSONB, $10 their term rows JSONB, $11 the store generation')) -%}
 {%- endif -%}
 
 {#- the recall score rendered for numpy (macros/recall.sql recall_formula_numpy): the serving index

@@ -32,7 +32,7 @@ import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, checked_forget_request,
                                        memory_owner)
@@ -163,9 +163,11 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
 
 
 def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None, memory_id: str | None = None,
-              actor: str | None = None) -> ForgetReport:
+              actor: str | None = None, unbuilt: tuple[str, Sequence[str]] | None = None) -> ForgetReport:
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
-    forever, with its source messages) in the PostgreSQL schema. Idempotent."""
+    forever, with its source messages) in the PostgreSQL schema. Idempotent. ``unbuilt``: (owner,
+    source message ids) of a memory the hot tail made from messages no build loaded yet
+    (recall_shim/targets/postgres/tail.py), whose rows are only in the landing table."""
 
     user_id, memory_id, who = checked_forget_request(user_id, memory_id, actor)
     s = conn.schema
@@ -174,6 +176,12 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
             with con.cursor() as cur:
                 tables = _tables(cur, s)
                 targets, found = _find_targets(cur, s, tables, user_id, memory_id)
+                if unbuilt is not None and targets.scope == "memory" and targets.user_id in (None, unbuilt[0]):
+                    targets.user_id = unbuilt[0]  # its source messages are landed, not built yet
+                    targets.message_ids.update(unbuilt[1])
+                    targets.landing_ids |= _ids(cur, s, tables, "landing_id", "message_id", targets.message_ids,
+                                                user=targets.user_id)
+                    found = True
                 forgotten_at = utc_now_iso()
                 insert_rows(cur, s, LANDING_TABLES["forget"], FORGET_COLUMNS, [
                     tuple(f"pg:{forgotten_at}" if c == "_landing_file" else rec.get(c) for c in FORGET_COLUMNS)

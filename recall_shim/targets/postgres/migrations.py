@@ -1,6 +1,6 @@
 """Versioned, idempotent migrations of what the shim owns in a PostgreSQL store's schema: the
 schema itself, the landing tables writers INSERT into (messages, recall accesses, forget
-tombstones), ``ingested_files``, ``forget_audit``, ``build_lock`` (build_lock.py), ``store_generation`` (generation.py), and the columns added to them later. The
+tombstones), ``ingested_files``, ``forget_audit``, ``build_lock`` (build_lock.py), ``store_generation`` (generation.py), the hot tail's ``tail_landing`` function (tail_landing.py), and the columns added to them later. The
 models are dbt's (``dbt build --target postgres``); ``embedding_cache`` and the SQL functions are
 created by the build's on-run-start hook (``prepare_target``).
 
@@ -30,6 +30,7 @@ from recall_shim.targets.postgres.build_lock import create_lock_table
 from recall_shim.targets.postgres.generation import create_generation_table
 from recall_shim.targets.postgres.privileges import pg_errors
 from recall_shim.targets.postgres.server import LANDING_TABLES, PgConnection
+from recall_shim.targets.postgres.tail_landing import create_tail_landing
 
 __all__ = ["Migration", "MIGRATIONS", "LATEST_VERSION", "VERSION_TABLE", "MigrationReport", "migrate",
            "schema_version", "check_schema", "may_migrate", "MIGRATE_HINT"]
@@ -113,6 +114,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "build_lock: the lease row builds and forgets take turns on", create_lock_table),
     Migration(7, "store_generation: the counter builds and forgets move (readers' per-user caches)",
               create_generation_table),
+    Migration(8, "hot tail: messages landing arrived_at (indexed) and the function tail_landing readers call",
+              create_tail_landing),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

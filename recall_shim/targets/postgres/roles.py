@@ -22,6 +22,7 @@ from recall_shim.errors import InvalidInput
 from recall_shim.targets.postgres.migrations import VERSION_TABLE
 from recall_shim.targets.postgres.privileges import pg_errors
 from recall_shim.targets.postgres.server import LANDING_TABLES, PgConnection
+from recall_shim.targets.postgres.tail_landing import TAIL_LANDING_FUNCTION
 
 __all__ = ["grant_statements", "apply_grants", "NOT_FOR_READERS"]
 
@@ -58,6 +59,8 @@ def grant_statements(schema: str, *, owner: str, writer: str | None = None, read
                 f"grant select on all tables in schema {s} to {r}",
                 f"alter default privileges for role {o} in schema {s} grant select on tables to {r}",
                 f"revoke select on {hidden} from {r}"]
+        # the hot tail's rows of the messages landing, through the owner's function (tail_landing.py)
+        out.append(f"grant execute on function {s}.{TAIL_LANDING_FUNCTION}(timestamptz) to {r}")
         access = t[LANDING_TABLES["access"]]
         out.append(f"grant insert on {access} to {r}" if reader_records_access else f"revoke insert on {access} from {r}")
     if not out:

@@ -32,7 +32,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recall_shim.common.embedding import embed_texts
-from recall_shim.errors import DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, BuildFailed, InvalidInput, InvalidQuery
+from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, BuildFailed, InvalidInput, InvalidQuery,
+                                StoreNotBuilt)
 from recall_shim.write.door import admit, admit_strict
 from recall_shim.forget.common import ForgetReport
 from recall_shim.write.ids import forget_id
@@ -41,6 +42,8 @@ from recall_shim.write.limits import door_limits
 from recall_shim.targets.postgres.ann import PgAnn
 from recall_shim.targets.postgres.compiled import CompiledSettings
 from recall_shim.targets.postgres.generation import bump_generation
+from recall_shim.targets.postgres.tail import PgTail
+from recall_shim.targets.postgres.tail_landing import record_tail_cut
 from recall_shim.targets.postgres.migrations import check_schema
 from recall_shim.targets.postgres.privileges import privileged, record_accesses, require_owner
 from recall_shim.targets.postgres.build_lock import BuildLock
@@ -78,7 +81,7 @@ class PgMemoryStore(Store):
     target = "postgres"
 
     def __init__(self, conn: PgConnection | None = None, *,
-                 work_dir: str | os.PathLike[str] | None = None) -> None:
+                 work_dir: str | os.PathLike[str] | None = None, hot_tail: bool = True) -> None:
         self.conn = conn if conn is not None else PgConnection.from_env()
         if work_dir is None:
             work_dir = os.environ.get(_PG_WORK_ENV) or data_dir() / f"pg-{self.conn.schema}"
@@ -90,6 +93,8 @@ class PgMemoryStore(Store):
         self._ann = PgAnn(self.conn.schema)
         self._con: Any = None
         self._read_lock = threading.Lock()
+        # messages landed since the last build, recallable before the next (tail.py)
+        self._tail = PgTail(self.conn) if hot_tail else None
 
     @property
     def location(self) -> str:
@@ -108,6 +113,7 @@ class PgMemoryStore(Store):
                           message_id=message_id, agent_id=agent_id)
         record = admit_strict(row, utc_now_iso(), door_limits())
         land_messages(self.conn, [record])
+        self._kick_tail()
         return str(record["message_id"])
 
     @privileged("remember")
@@ -115,7 +121,9 @@ class PgMemoryStore(Store):
         """Land many session-log rows in one transaction, all or none (a refused row raises like
         MemoryStore.remember_many); returns how many landed."""
         landed_at, limits = utc_now_iso(), door_limits()
-        return land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)])
+        landed = land_messages(self.conn, [admit_strict(r, landed_at, limits, f"row {i}: ", i) for i, r in enumerate(rows)])
+        self._kick_tail()
+        return landed
 
     @privileged("ingest")
     def ingest(self, path: str | os.PathLike[str], *, force: bool = False) -> IngestReport:
@@ -141,8 +149,20 @@ class PgMemoryStore(Store):
                             ' set n_rows = excluded.n_rows, landed_at = excluded.landed_at',
                             [digest, str(p), len(values), landed_at])
             con.commit()
+        self._kick_tail()
         batch = values[0][-1] if values else None
         return IngestReport(str(p), len(values), batch, refused=refusals(records))
+
+    def _kick_tail(self) -> None:
+        if self._tail is not None:
+            self._tail.kick()  # a running tail worker looks now (else a no-op)
+
+    def start_tail_worker(self) -> None:
+        """Keep the hot tail in a background thread (a long-lived server): new messages are read,
+        extracted and embedded outside the recall path, in batches (docs/serving.md "Hot tail").
+        No-op with ``hot_tail=False``."""
+        if self._tail is not None:
+            self._tail.start_worker()
 
     # --- building ------------------------------------------------------------------------
     def _dbt(self, args: list[str], vars: Mapping[str, Any] | None, full_refresh: bool) -> str:
@@ -224,6 +244,9 @@ class PgMemoryStore(Store):
                     second = ["build", "--select", select, "--exclude", _STAGE_ONE]
                 out += self._dbt(second, vars, full_refresh)
                 stages["dbt the rest"] = time.monotonic() - t
+                with self.conn.connect() as con:  # the rows loaded so far are served: out of the tail
+                    record_tail_cut(con, self.conn.schema)
+                    con.commit()
             finally:
                 # dbt's on-run-end hook moved it already; again whatever dbt did (generation.py)
                 with self.conn.connect() as con:
@@ -299,13 +322,13 @@ class PgMemoryStore(Store):
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         texts = [q if isinstance(q, str) else None for q in queries]
         vectors = self._vectors(queries, vectors)
-        rows = None
-        if s.fusion_method == "vector" and agent_id is None and session_id is None:
+        params = [user_id, _vector_literal(vectors), int(k), float(ms), None if kinds is None else list(kinds),
+                  _text_array_literal(texts), agent_id, session_id]
+        rows = self._tail_recall(user_id, params)
+        if rows is None and s.fusion_method == "vector" and agent_id is None and session_id is None:
             rows = self._indexed(user_id, vectors, int(k), float(ms), kinds)
         if rows is None:
-            rows = self._execute(s.sql_text, [user_id, _vector_literal(vectors), int(k), float(ms),
-                                              None if kinds is None else list(kinds), _text_array_literal(texts),
-                                              agent_id, session_id])
+            rows = self._execute(s.sql_text, params)
         out: list[list[RecalledMemory]] = [[] for _ in queries]
         for row in rows:
             m = RecalledMemory.of_row(row)
@@ -317,6 +340,10 @@ class PgMemoryStore(Store):
             record_accesses(self.conn, [{"event_id": uuid.uuid4().hex, "memory_id": mid, "user_id": user_id,
                                      "query_id": query_id, "accessed_at": now} for mid in seen])
         return out
+
+    def _tail_recall(self, user_id: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        """The live tables plus the user's hot tail (PgTail.recall), or None."""
+        return None if self._tail is None else self._tail.recall(self._read, self._execute, user_id, params)
 
     def _indexed(self, user_id: str, vectors: list[list[float]], k: int, min_sim: float,
                  kinds: Sequence[str] | None) -> list[tuple[Any, ...]] | None:
@@ -354,10 +381,23 @@ class PgMemoryStore(Store):
         from recall_shim.targets.postgres.forget import forget_pg
 
         require_owner(self.conn, "forget")
+        unbuilt = None
+        if self._tail is not None and isinstance(memory_id, str):
+            try:
+                if not self._tail.running:
+                    self._tail.sync()
+                unbuilt = self._tail.unbuilt_memory(memory_id)
+            except StoreNotBuilt:
+                unbuilt = None
+            if unbuilt is not None and user_id is not None and unbuilt[0] != user_id:
+                unbuilt = None
         report = forget_pg(self.conn, self.work_dir, user_id=forget_id(user_id, "user_id"), memory_id=memory_id,
-                           actor=actor)
+                           actor=actor, unbuilt=unbuilt)
         self._reader.reset()
         self._ann.reset()
+        if self._tail is not None:
+            self._tail.reset()  # the forget moved the generation: the tail starts again
+            self._kick_tail()
         return report
 
     @property
@@ -366,6 +406,8 @@ class PgMemoryStore(Store):
         return None
 
     def close(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
         self._reader.reset()
         self._ann.reset()
         with self._read_lock:
