@@ -292,16 +292,18 @@ where t.kind != 'episode'
         user_id::text as user_id, memory_id::text as memory_id, kind::text as kind, content::text as content,
         embedding::{{ emb }} as embedding, strength::double precision as strength,
         source_message_ids::text[] as source_message_ids, valid_to::timestamp as valid_to,
-        is_question::boolean as is_question, agent_ids::text[] as agent_ids, session_ids::text[] as session_ids
+        is_question::boolean as is_question, agent_ids::text[] as agent_ids, session_ids::text[] as session_ids,
+        created_at::timestamp as created_at, happened_on::date as happened_on, happened_grain::text as happened_grain
     from {{ ltm }}
     where user_id = $1::varchar
     union all
     select
         t.user_id, t.memory_id, t.kind, t.content, t.embedding::{{ emb }}, t.strength, t.source_message_ids,
-        null::timestamp, t.is_question, t.agent_ids, t.session_ids
+        null::timestamp, t.is_question, t.agent_ids, t.session_ids, t.created_at, t.happened_on, t.happened_grain
     from jsonb_to_recordset($9::jsonb) as t (
         user_id text, memory_id text, kind text, content text, embedding text, strength double precision,
-        source_message_ids text[], is_question boolean, agent_ids text[], session_ids text[]
+        source_message_ids text[], is_question boolean, agent_ids text[], session_ids text[],
+        created_at timestamp, happened_on date, happened_grain text
     )
     where t.user_id = $1::varchar
         and {{ tail_counts }}

@@ -28,7 +28,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable
 
 from recall_shim.common.embedding import embed_texts
@@ -56,9 +56,9 @@ MESSAGES = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id"
 ROWS = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id", _T), ("role", _T), ("content", _T),
         ("message_at", _TS), ("message_id", _T), ("landed_at", _TS), ("landing_file", _T), ("landing_seq", "bigint"))
 EXTRACTIONS = (("message_id", _T), ("user_id", _T), ("kind", _T), ("slot", _T), ("content", _T),
-               ("message_at", _TS), ("loaded_at", _TS))
+               ("happened_on", "date"), ("happened_grain", _T), ("message_at", _TS), ("loaded_at", _TS))
 MEMORY_FIELDS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
-                 "is_question", "agent_ids", "session_ids")
+                 "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class PgTailState:
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, datetime):
+    if isinstance(v, (datetime, date)):
         return v.isoformat()
     return v
 
