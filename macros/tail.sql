@@ -278,10 +278,10 @@ where t.kind != 'episode'
     in, committed in between): never the same memory twice. The user's BM25 statistics are
     memory_term_stats_rows over the user's index rows and the tail's (those the next build
     computes). -#}
-{% macro shim_recall_tail_sql() -%}
-{%- set ltm = ref('long_term_memory').include(database=False) -%}
-{%- set index = ref('memory_term_index').include(database=False) -%}
-{%- set generation = ref('long_term_memory').include(database=False, identifier=False) ~ '.store_generation' -%}
+{% macro shim_recall_tail_sql(long_term_memory, memory_term_index, time_expressions) -%}
+{%- set ltm = long_term_memory.include(database=False) -%}
+{%- set index = memory_term_index.include(database=False) -%}
+{%- set generation = long_term_memory.include(database=False, identifier=False) ~ '.store_generation' -%}
 {%- set emb = embedding_type() -%}
 {%- set tail_counts -%}
 (select generation from {{ generation }} where id = 1) = $11::bigint
@@ -335,6 +335,8 @@ where t.kind != 'episode'
     term_stats='(select user_id, term, df, n_docs, avg_doc_len from ('
         ~ memory_term_stats_rows(terms ~ ' as tail_index_rows', 'null::timestamp') ~ ') as tail_stats)',
     agent_id='$7::varchar',
-    session_id='$8::varchar'
+    session_id='$8::varchar',
+    time_expressions=time_expressions,
+    as_of=recall_as_of()
 ) }}
 {%- endmacro %}

@@ -26,7 +26,8 @@
 {%- endif -%}
 {#- PostgreSQL's recall over the live tables plus a user's tail (macros/tail.sql) -#}
 {%- if bool_var('hot_tail') and target.type == 'postgres' -%}
-{%- do statements.append(('recall_tail', shim_recall_tail_sql(),
+{%- do statements.append(('recall_tail', shim_recall_tail_sql(ref('long_term_memory'), ref('memory_term_index'),
+                                                       ref('time_expressions')),
     'as recall, then $9 tail memories JSONB, $10 their term rows JSONB, $11 the store generation')) -%}
 {%- endif -%}
 
