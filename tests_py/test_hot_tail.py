@@ -151,7 +151,9 @@ def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tm
         for g, w in zip(got, want):
             assert _ids(g) == _ids(w), (user, kinds, [x.content for x in g], [x.content for x in w])
             for x, y in zip(g, w):
-                assert x.score == pytest.approx(y.score, rel=1e-4, abs=1e-5)  # float32 cosines in SQL, min-max
+                # float32 cosines in SQL, then min-max over few candidates (kinds=['episode']: a
+                # narrow cosine range) amplifies their rounding: 1.2e-4 relative measured
+                assert x.score == pytest.approx(y.score, rel=3e-4, abs=1e-5), (user, kinds, x, y)
                 assert x.similarity == pytest.approx(y.similarity, abs=1e-5)
                 assert x.lexical_score == pytest.approx(y.lexical_score, rel=1e-9, abs=1e-9)
                 assert (x.content, x.source_message_ids, x.kind) == (y.content, y.source_message_ids, y.kind)

@@ -21,7 +21,6 @@ snapshot alone answers). Without a worker (the library, a one-shot CLI) the reca
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from datetime import datetime, timezone
@@ -34,7 +33,6 @@ import pyarrow as pa
 from recall_shim.common.embedding import embed_texts
 from recall_shim.common.paths import StorePaths
 from recall_shim.common.sql import sql_ident
-from recall_shim.errors import StoreNotBuilt
 from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader
 from recall_shim.serving.tail_compiled import CompiledTail
@@ -42,21 +40,20 @@ from recall_shim.serving.tail_files import (CANDIDATE_SCHEMA, COVERED_RECORD, EX
                                             MEMORY_COLUMNS, ROW_SCHEMA, TERM_SCHEMA, Tombstones, covered_files, dicts,
                                             jsonl_names, landed_message_files, landed_row, read_jsonl, file_stamp)
 from recall_shim.serving.tail_search import TailState, UserTail
+from recall_shim.serving.tail_worker import TailWorker
 
 __all__ = ["HotTail"]
 
-log = logging.getLogger("agent_memory.tail")
-
 RELOOK_NS = 2_000_000_000
-WORKER_POLL = 0.05  # seconds between the worker's looks (a stat each) when nothing kicks it
 STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_term_stats",
               "tail_merged")
 
 
-class HotTail:
+class HotTail(TailWorker[TailState]):
     """The tail of one store, kept by one reader (thread-safe)."""
 
     def __init__(self, paths: StorePaths) -> None:
+        super().__init__(TailState(), "hot-tail", "the snapshot")
         self.paths = paths
         self._lock = threading.Lock()  # the sync's own state below
         self._con = duckdb.connect()  # runs the published tail statements
@@ -68,13 +65,7 @@ class HotTail:
         self._model = ""
         self._dim = 0
         self._check: tuple[Any, duckdb.DuckDBPyConnection] | None = None  # (connection, its cursor with views)
-        self._state = TailState()
-        self._changed = threading.Condition()
         self._compiled = CompiledTail()
-        self._worker: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._kick = threading.Event()
-        self._healthy = False  # the worker's last sync succeeded
 
     def _clear(self) -> None:
         self._rows: dict[str, list[dict[str, Any]]] = {}  # user -> accepted rows of uncovered files
@@ -101,59 +92,11 @@ class HotTail:
             self._snapshot = None
             self._publish(TailState())
 
-    # --- the worker ----------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self._worker is not None and self._worker.is_alive()
-
-    def start_worker(self) -> None:
-        """Keep the tail in a background thread (a long-lived server): recall then only reads."""
-        if self.running:
-            return
-        self._stop.clear()
-        self._worker = threading.Thread(target=self._work, name="hot-tail", daemon=True)
-        self._worker.start()
-
-    def kick(self) -> None:
-        """Ask the worker to look now (e.g. after this process landed a message)."""
-        self._kick.set()
-
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            self._kick.wait(WORKER_POLL)
-            self._kick.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.sync()
-                self._healthy = True
-            except StoreNotBuilt:
-                self._healthy = False
-            except Exception as exc:  # noqa: BLE001 - the worker logs and goes on; recall serves the snapshot
-                log.warning("the hot tail's worker failed (recall serves the snapshot alone meanwhile): %s", exc)
-                self._healthy = False
-                self.reset()
-                self._stop.wait(1.0)
-
     def current(self, snapshot: Path | None, wait: float = 0.0) -> TailState | None:
         """The state made against ``snapshot`` with every tombstone seen, or None (the snapshot
         alone answers). With a healthy worker running, waits up to ``wait`` seconds for it."""
-        deadline = time.monotonic() + wait
-        with self._changed:
-            while True:
-                state = self._state
-                if state.snapshot == snapshot and state.forget_stamp == file_stamp(self.paths.forget):
-                    return state
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not (self.running and self._healthy):
-                    return None
-                self._kick.set()
-                self._changed.wait(remaining)
-
-    def _publish(self, state: TailState) -> None:
-        with self._changed:
-            self._state = state
-            self._changed.notify_all()
+        return self._wait_for(
+            lambda s: s.snapshot == snapshot and s.forget_stamp == file_stamp(self.paths.forget), wait)
 
     # --- keeping up --------------------------------------------------------------------------
     def sync(self) -> None:
@@ -384,11 +327,7 @@ class HotTail:
 
     def close(self) -> None:
         """Stop the worker and let go of the connections (the tail is re-read on the next sync)."""
-        self._stop.set()
-        self._kick.set()
-        if self._worker is not None:
-            self._worker.join(timeout=30)
-            self._worker = None
+        self._stop_worker()
         with self._lock:
             self._compiled.close()
             self._check = None

@@ -23,9 +23,7 @@ recall definition.
 from __future__ import annotations
 
 import json
-import logging
 import threading
-import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -36,13 +34,11 @@ from recall_shim.common.sql import sql_ident
 from recall_shim.errors import StoreNotBuilt
 from recall_shim.targets.postgres.generation import generation_sql
 from recall_shim.targets.postgres.server import PgConnection
+from recall_shim.serving.tail_worker import TailWorker
 from recall_shim.targets.postgres.tail_landing import TAIL_COLUMNS, tail_landing_sql
 
-__all__ = ["PgTail", "PgTailState", "WORKER_POLL", "OVERLAP", "TAIL_WAIT_SECONDS"]
+__all__ = ["PgTail", "PgTailState", "OVERLAP", "TAIL_WAIT_SECONDS"]
 
-log = logging.getLogger("agent_memory.tail")
-
-WORKER_POLL = 0.05  # seconds between the worker's looks when nothing kicks it
 OVERLAP = timedelta(seconds=30)  # a row committed this long after its transaction began is still seen
 TAIL_WAIT_SECONDS = 1.0  # a recall waits this long for the worker after a build or forget
 STATEMENTS = ("tail_seeds", "tail_rows", "tail_extractions", "tail_memories", "tail_terms", "tail_merged",
@@ -81,10 +77,11 @@ def _dicts(cur: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-class PgTail:
+class PgTail(TailWorker[PgTailState]):
     """The tail of one PostgreSQL store, kept by one reader (thread-safe)."""
 
     def __init__(self, conn: PgConnection) -> None:
+        super().__init__(PgTailState(), "pg-hot-tail", "the live tables")
         self.conn = conn
         self._lock = threading.Lock()
         self._con: Any = None  # the tail's own session connection (temporary tables)
@@ -94,12 +91,6 @@ class PgTail:
         self._statements: dict[str, str] | None = None
         self._model, self._dim = "", 0
         self._clear()
-        self._state = PgTailState()
-        self._changed = threading.Condition()
-        self._worker: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._kick = threading.Event()
-        self._healthy = False
 
     def _clear(self) -> None:
         self._since: datetime | None = None  # the server's time of the last look
@@ -108,56 +99,10 @@ class PgTail:
         self._extractions: dict[str, list[dict[str, Any]]] = {}
         self._users: dict[str, tuple[str, str]] = {}
 
-    # --- the worker ----------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        return self._worker is not None and self._worker.is_alive()
-
-    def start_worker(self) -> None:
-        if self.running:
-            return
-        self._stop.clear()
-        self._worker = threading.Thread(target=self._work, name="pg-hot-tail", daemon=True)
-        self._worker.start()
-
-    def kick(self) -> None:
-        self._kick.set()
-
-    def _work(self) -> None:
-        while not self._stop.is_set():
-            self._kick.wait(WORKER_POLL)
-            self._kick.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.sync()
-                self._healthy = True
-            except StoreNotBuilt:
-                self._healthy = False
-            except Exception as exc:  # noqa: BLE001 - the worker logs and goes on; recall serves the live tables
-                log.warning("the hot tail's worker failed (recall serves the live tables alone meanwhile): %s", exc)
-                self._healthy = False
-                self.reset()
-                self._stop.wait(1.0)
-
     def current(self, generation: int | None, wait: float = 0.0) -> PgTailState | None:
         """The state made against ``generation``, or None (the live tables alone answer). With a
         healthy worker running, waits up to ``wait`` seconds for it."""
-        deadline = time.monotonic() + wait
-        with self._changed:
-            while True:
-                if self._state.generation == generation and generation is not None:
-                    return self._state
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not (self.running and self._healthy):
-                    return None
-                self._kick.set()
-                self._changed.wait(remaining)
-
-    def _publish(self, state: PgTailState) -> None:
-        with self._changed:
-            self._state = state
-            self._changed.notify_all()
+        return self._wait_for(lambda s: generation is not None and s.generation == generation, wait)
 
     def reset(self) -> None:
         """Forget everything read (the next sync starts again)."""
@@ -361,11 +306,7 @@ class PgTail:
         return None
 
     def close(self) -> None:
-        self._stop.set()
-        self._kick.set()
-        if self._worker is not None:
-            self._worker.join(timeout=30)
-            self._worker = None
+        self._stop_worker()
         with self._lock:
             self._drop_session()
             self._clear()
