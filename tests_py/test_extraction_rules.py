@@ -30,6 +30,14 @@ FIRST: list[tuple[str, str, str]] = [
     ("q", "2026-02-02 09:13:00", "Can you answer in German?"),
     ("q", "2026-02-02 09:14:00", "我很喜欢喝豆浆，你知道吗？"),
     ("q", "2026-02-02 09:15:00", "my partner wants a seafood starter but I'm allergic to kiwi, any ideas that are safe?"),
+    # what people actually say (issue 14): names in greetings and introductions, people and pets
+    # named in passing, then (LATER) casual changes
+    ("say", "2026-02-02 09:16:00", "hiii, I'm Anna! can you help me plan a party?"),
+    ("say", "2026-02-02 09:17:00", "brb my sister Mia is calling, and our dog Rex wants his walk"),
+    ("say", "2026-02-02 09:18:00", "also I drink coffee every morning and I'm vegan."),
+    ("intro", "2026-02-02 09:19:00", "g'day, Bruce here. quick one about my tax"),
+    ("sayzh", "2026-02-02 09:20:00", "你好，我姓林，叫林小雨。我女儿朵朵今年五岁，我家猫团子特别皮。"),
+    ("sayzh", "2026-02-02 09:21:00", "我每天都喝奶茶，还有我 husband David 说我太忙了"),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -37,6 +45,9 @@ LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:02:00", "Please answer in German, keep answers brief and use tables."),
     ("en", "2026-06-10 18:03:00", "I'm visiting Stavanger next Friday."),
     ("zh", "2026-06-10 18:04:00", "我上个月从昆明搬到了大理，不再喝豆浆了。"),
+    ("say", "2026-06-10 18:05:00", "oh and I don't drink coffee anymore, it was wrecking my sleep"),
+    ("say", "2026-06-10 18:06:00", "update: not vegan anymore, I eat cheese again"),
+    ("sayzh", "2026-06-10 18:07:00", "跟你说个事，奶茶我已经不喝了，现在只喝绿茶"),
 ]
 
 
@@ -129,3 +140,32 @@ def test_questions_are_not_facts(store: MemoryStore) -> None:
     for text in ("喜欢什么输出方式", "我喜欢什么?", "我住在哪里？", "I live in Oslo?? since when"):
         assert text in episodes, text
     assert episodes["我喜欢什么?"] is True
+
+
+def test_names_given_in_greetings_and_introductions(store: MemoryStore) -> None:
+    assert _memories(store, "x_say")["User's name is Anna"][:4] == ("name", None, "positive", None)
+    assert _memories(store, "x_intro")["User's name is Bruce"][0] == "name"
+    assert _memories(store, "x_sayzh")["用户叫林小雨"][0] == "name"
+
+
+def test_people_and_pets_named_in_passing(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_say"), _memories(store, "x_sayzh")
+    assert en["User's sister is called Mia"][:4] == ("family", "mia", "positive", None)
+    assert en["User has a dog named Rex"][:4] == ("pet", "rex", "positive", None)
+    assert zh["用户的女儿叫朵朵"][:2] == ("family", "朵朵")
+    assert zh["用户养了猫，名叫团子"][:2] == ("pet", "团子")
+    assert en.get("User's husband is called David") is None          # another user's
+    assert zh["User's husband is called David"][0] == "partner"        # mixed: "我 husband David 说"
+
+
+def test_casual_changes_end_the_old_habit(store: MemoryStore) -> None:
+    en, zh = _memories(store, "x_say"), _memories(store, "x_sayzh")
+    # "I don't drink coffee anymore" ends "I drink coffee every morning" (taste, coffee)
+    assert en["User drinks coffee every morning"][3] is not None
+    assert en["User does not drink coffee anymore"][1:4] == ("coffee", "negative", None)
+    # "not vegan anymore": a diet that ends, with no subject and a label in front
+    assert en["User is vegan"][3] is not None
+    assert en["User is no longer vegan"][:4] == ("diet", None, "negative", None)
+    # a topic put first ("奶茶我已经不喝了") ends "我每天都喝奶茶"
+    assert zh["用户每天都喝奶茶"][3] is not None
+    assert zh["用户不再喝奶茶"][1:4] == ("奶茶", "negative", None)
