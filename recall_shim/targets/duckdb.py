@@ -21,6 +21,7 @@ import pyarrow as pa
 from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, AccessNotRecorded, BuildFailed, InvalidInput,
                                  InvalidQuery, StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
+from recall_shim.build.parse_cache import keep_parse, parse_key, seed_parse
 from recall_shim.build.inputs import (SEEDS_CURRENT_SELECT, UNCHANGED_NOTE, drop_build_record, inputs_before, record_build,
                                       seeds_current, unchanged_since_last_build)
 from recall_shim.forget.duckdb import ForgetReport, complete_pending_forget, forget
@@ -172,8 +173,10 @@ class MemoryStore(Store):
         elif command == "build":
             args += STORE_BUILD_EXCLUDES
         env = dict(os.environ)
+        # dbt runs in the store's folder and names the store by its file name, so that its parse
+        # does not depend on where the store lives and is shared (recall_shim/build/parse_cache.py)
         env.update({
-            DEFAULT_DB_ENV: str(self.paths.db),
+            DEFAULT_DB_ENV: self.paths.db.name,
             "DBT_TARGET_PATH": str(self.paths.dbt_dir / "target"),
             "DBT_LOG_PATH": str(self.paths.dbt_dir / "logs"),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
@@ -196,12 +199,15 @@ class MemoryStore(Store):
                 args += SEEDS_CURRENT_SELECT
             drop_build_record(self.paths)
             landed = landed_message_files(self.paths)  # all of them are loaded by this build
+            parse = parse_key("duckdb", self.paths.db.name, vars)
+            seed_parse(self.paths.dbt_dir / "target", parse)
             # dbt inherits the locked descriptor: if this process is killed (kill -9), the orphaned
             # dbt keeps holding the lock until it exits, so the next build waits instead of colliding
             # with it on the warehouse file.
-            proc = subprocess.run(args, cwd=proj, env=env, capture_output=True, text=True,
+            proc = subprocess.run(args, cwd=self.paths.db.parent, env=env, capture_output=True, text=True,
                                   pass_fds=(lock.fileno(),))
             output = proc.stdout + proc.stderr
+            keep_parse(self.paths.dbt_dir / "target", parse)
             # what this run published: the manifest it wrote (not its log)
             snap = published_snapshot(self.paths, self.paths.dbt_dir / "target") if proc.returncode == 0 else None
             index = None

@@ -35,6 +35,7 @@ from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, BuildFailed, InvalidInput, InvalidQuery,
                                 StoreNotBuilt)
 from recall_shim.write.door import admit, admit_strict
+from recall_shim.build.parse_cache import keep_parse, parse_key, seed_parse
 from recall_shim.forget.common import ForgetReport
 from recall_shim.write.ids import forget_id
 from recall_shim.write.landing import read_input_file, utc_now_iso
@@ -179,7 +180,11 @@ class PgMemoryStore(Store):
         env.update({"DBT_TARGET_PATH": str(self.work_dir / "target"), "DBT_LOG_PATH": str(self.work_dir / "logs"),
                     "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", **DBT_PLAIN_OUTPUT,
                     "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "passive")})
+        # dbt's parse is shared with other builds of the same settings (recall_shim/build/parse_cache.py)
+        parse = parse_key("postgres", "", vars, {k: v for k, v in self.conn.dbt_env().items() if "PASSWORD" not in k})
+        seed_parse(self.work_dir / "target", parse)
         proc = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True)
+        keep_parse(self.work_dir / "target", parse)
         output = proc.stdout + proc.stderr
         if proc.returncode != 0:
             raise BuildFailed(f"dbt {' '.join(args)} --target postgres failed (exit {proc.returncode})", output)
