@@ -8,6 +8,8 @@ bash scripts/setup.sh
 export OMP_WAIT_POLICY=passive DBT_SEND_ANONYMOUS_USAGE_STATS=false
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# the suite's stores share dbt's parse through a cache of this run's own (recall_shim/build/parse_cache.py)
+export AGENT_MEMORY_PARSE_CACHE=${AGENT_MEMORY_PARSE_CACHE:-$scratch/dbt-parse}
 # the lint and the demo build each use one core: they run side by side (the lint's output is
 # printed once both are done; either failing fails the run)
 bash scripts/lint.sh >"$scratch/lint.log" 2>&1 &
