@@ -202,25 +202,21 @@ provenance as (
     group by s.memory_id
 )
 
-select
-    c.memory_id,
-    c.user_id,
-    c.kind,
-    c.slot,
-    c.content,
-    c.embedding_form,
-    c.created_at,
-    c.happened_on,
-    c.happened_grain,
-    c.source_message_ids,
-    {{ decay_strength(
+{%- set computed = {
+    'strength': decay_strength(
         'coalesce(f.strength_at_last_event, 1.0)',
-        days_between('coalesce(f.last_event_at, c.created_at)', '$1::timestamp')
-    ) }} as strength,
+        days_between('coalesce(f.last_event_at, c.created_at)', '$1::timestamp')),
+    'is_question': '(' ~ is_question_memory('c.kind', 'c.content') ~ ')',
+    'session_ids': 'p.session_ids',
+    'agent_ids': 'p.agent_ids',
+} %}
+select
+    {%- for name, type in tail_memory_columns() if name != 'embedding' %}
+    {{ computed.get(name, 'c.' ~ name) }} as {{ name }},
+    {%- endfor %}
     null::timestamp as valid_to,
-    ({{ is_question_memory('c.kind', 'c.content') }}) as is_question,
-    p.session_ids,
-    p.agent_ids
+    c.slot,
+    c.embedding_form
 from candidates as c
 left join folded as f using (memory_id)
 left join provenance as p using (memory_id)
@@ -278,6 +274,20 @@ where t.kind != 'episode'
     in, committed in between): never the same memory twice. The user's BM25 statistics are
     memory_term_stats_rows over the user's index rows and the tail's (those the next build
     computes). -#}
+{#- The recall columns a tail memory carries (name, PostgreSQL type), the one list of them:
+    tail_memories_sql selects them (plus valid_to, always null in the tail, and the slot and
+    embedding form the tail needs itself), the PostgreSQL tail sends each memory's row as JSONB
+    (recall_shim/targets/postgres/tail.py: every column the statement returned, the embedding as
+    pgvector text) and shim_recall_tail_sql reads these columns back, beside the live table's. -#}
+{% macro tail_memory_columns() -%}
+{{ return([
+    ('memory_id', 'text'), ('user_id', 'text'), ('kind', 'text'), ('content', 'text'), ('embedding', 'embedding'),
+    ('created_at', 'timestamp'), ('happened_on', 'date'), ('happened_grain', 'text'),
+    ('source_message_ids', 'text[]'), ('strength', 'double precision'), ('is_question', 'boolean'),
+    ('session_ids', 'text[]'), ('agent_ids', 'text[]'),
+]) }}
+{%- endmacro %}
+
 {% macro shim_recall_tail_sql(long_term_memory, memory_term_index, time_expressions) -%}
 {%- set ltm = long_term_memory.include(database=False) -%}
 {%- set index = memory_term_index.include(database=False) -%}
@@ -286,24 +296,26 @@ where t.kind != 'episode'
 {%- set tail_counts -%}
 (select generation from {{ generation }} where id = 1) = $11::bigint
 {%- endset -%}
+{%- set columns = tail_memory_columns() -%}
 {%- set memories -%}
 (
     select
-        user_id::text as user_id, memory_id::text as memory_id, kind::text as kind, content::text as content,
-        embedding::{{ emb }} as embedding, strength::double precision as strength,
-        source_message_ids::text[] as source_message_ids, valid_to::timestamp as valid_to,
-        is_question::boolean as is_question, agent_ids::text[] as agent_ids, session_ids::text[] as session_ids,
-        created_at::timestamp as created_at, happened_on::date as happened_on, happened_grain::text as happened_grain
+        {%- for name, type in columns %}
+        {{ name }}::{{ emb if type == 'embedding' else type }} as {{ name }},
+        {%- endfor %}
+        valid_to::timestamp as valid_to
     from {{ ltm }}
     where user_id = $1::varchar
     union all
     select
-        t.user_id, t.memory_id, t.kind, t.content, t.embedding::{{ emb }}, t.strength, t.source_message_ids,
-        null::timestamp, t.is_question, t.agent_ids, t.session_ids, t.created_at, t.happened_on, t.happened_grain
+        {%- for name, type in columns %}
+        t.{{ name }}{{ '::' ~ emb if type == 'embedding' }},
+        {%- endfor %}
+        null::timestamp
     from jsonb_to_recordset($9::jsonb) as t (
-        user_id text, memory_id text, kind text, content text, embedding text, strength double precision,
-        source_message_ids text[], is_question boolean, agent_ids text[], session_ids text[],
-        created_at timestamp, happened_on date, happened_grain text
+        {%- for name, type in columns %}
+        {{ name }} {{ 'text' if type == 'embedding' else type }}{{ ',' if not loop.last }}
+        {%- endfor %}
     )
     where t.user_id = $1::varchar
         and {{ tail_counts }}

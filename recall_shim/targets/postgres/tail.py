@@ -53,8 +53,6 @@ ROWS = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id", _T
         ("message_at", _TS), ("message_id", _T), ("landed_at", _TS), ("landing_file", _T), ("landing_seq", "bigint"))
 EXTRACTIONS = (("message_id", _T), ("user_id", _T), ("kind", _T), ("slot", _T), ("content", _T),
                ("happened_on", "date"), ("happened_grain", _T), ("message_at", _TS), ("loaded_at", _TS))
-MEMORY_FIELDS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
-                 "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain")
 
 
 @dataclass(frozen=True)
@@ -228,7 +226,9 @@ class PgTail(TailWorker[PgTailState]):
                 self._users.pop(u, None)
                 continue
             terms = [t for m in mems for t in self._term_cache[(m["memory_id"], m["content"])]]
-            self._users[u] = (json.dumps([{c: _jsonable(m.get(c)) for c in MEMORY_FIELDS} for m in mems]),
+            # every column tail_memories returned (plus the embedding): recall_tail reads those
+            # macros/tail.sql's tail_memory_columns lists, so the list is written once, there
+            self._users[u] = (json.dumps([{c: _jsonable(v) for c, v in m.items()} for m in mems]),
                               json.dumps([{k: t[k] for k in ("memory_id", "user_id", "term", "tf", "doc_len")}
                                           for t in terms]))
 
