@@ -38,6 +38,8 @@ FIRST: list[tuple[str, str, str]] = [
     ("intro", "2026-02-02 09:19:00", "g'day, Bruce here. quick one about my tax"),
     ("sayzh", "2026-02-02 09:20:00", "你好，我姓林，叫林小雨。我女儿朵朵今年五岁，我家猫团子特别皮。"),
     ("sayzh", "2026-02-02 09:21:00", "我每天都喝奶茶，还有我 husband David 说我太忙了"),
+    # a home move, then 'moved to' a tool (user x_mv)
+    ("mv", "2026-02-02 09:22:00", "We moved to Denver at the start of May, we've relocated to Denver for good."),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -48,6 +50,7 @@ LATER: list[tuple[str, str, str]] = [
     ("say", "2026-06-10 18:05:00", "oh and I don't drink coffee anymore, it was wrecking my sleep"),
     ("say", "2026-06-10 18:06:00", "update: not vegan anymore, I eat cheese again"),
     ("sayzh", "2026-06-10 18:07:00", "跟你说个事，奶茶我已经不喝了，现在只喝绿茶"),
+    ("mv", "2026-06-10 18:08:00", "I gave up on Sublime and moved to Neovim with a LazyVim config."),
 ]
 
 
@@ -169,3 +172,15 @@ def test_casual_changes_end_the_old_habit(store: MemoryStore) -> None:
     # a topic put first ("奶茶我已经不喝了") ends "我每天都喝奶茶"
     assert zh["用户每天都喝奶茶"][3] is not None
     assert zh["用户不再喝奶茶"][1:4] == ("奶茶", "negative", None)
+
+
+def test_moving_to_a_tool_is_no_home_move(store: MemoryStore) -> None:
+    # issue 14 dev set: 'gave up on my old editor and moved to VS Code with the Remote SSH extension'
+    # became the home 'VS Code with ...', which ended the real city (and its episode). A move's
+    # destination is a short name (at most four words) that ends the clause or is followed by a
+    # time or purpose phrase ('a' only as in 'a week ago', 'a few days ago': 'with a ... config' is
+    # no time); 'gave up on X' stops X, not 'on X'
+    mv = _memories(store, "x_mv")
+    assert mv["User lives in Denver"][3] is None                            # still current
+    assert not [c for c in mv if "Neovim" in c or "at the start" in c]
+    assert mv["User stopped Sublime"][2] == "negative"

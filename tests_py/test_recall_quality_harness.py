@@ -6,6 +6,7 @@ measure candidate settings (--try) on a store kept from the previous run (--reus
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -246,6 +247,24 @@ def test_any_and_frac_at_k() -> None:
     assert metrics.score_question({"e"}, [], [1])["any@1"] == 0.0
     with pytest.raises(ValueError):
         metrics.score_question(set(), res, [1])
+
+
+def test_ndcg_counts_each_evidence_message_once() -> None:
+    # several memories derived from the same evidence message (as an extracted fact, its episode
+    # and a clause of it are): only the first is a hit, so a perfect list scores 1, never more
+    one = ranked(["e1"], ["e1"], ["e1", "x"], ["y"])
+    assert metrics.score_question({"e1"}, one, [10])["ndcg@10"] == pytest.approx(1.0)
+    two = ranked(["e1"], ["e2"], ["e1"], ["e2"], ["e1", "e2"])
+    assert metrics.score_question({"e1", "e2"}, two, [10])["ndcg@10"] == pytest.approx(1.0)
+    # a memory from both messages is one gain; a repeat of a covered message adds nothing
+    both = ranked(["e1", "e2"], ["e1"], ["e2"], ["e3"])
+    ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert metrics.score_question({"e1", "e2", "e3"}, both, [10])["ndcg@10"] == pytest.approx(
+        (1 + 1 / math.log2(5)) / ideal)
+    late = ranked(["x"], ["e1"], ["e1"])
+    assert metrics.score_question({"e1"}, late, [10])["ndcg@10"] == pytest.approx(1 / math.log2(3))
+    for res in (one, two, both, late, ranked(*[["e1"]] * 12)):
+        assert metrics.score_question({"e1", "e2", "e3"}, res, [10])["ndcg@10"] <= 1.0
 
 
 def test_top_n_and_outdated_above_current() -> None:

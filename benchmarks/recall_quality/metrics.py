@@ -2,7 +2,9 @@
 
   any@k       share of questions with at least one hit in the top k
   frac@k      share of a question's evidence messages covered by the top k, averaged
-  ndcg@10     binary-relevance NDCG (ideal: min(|evidence|, 10) hits first)
+  ndcg@10     binary-relevance NDCG over evidence messages: a result gains 1 when it covers an
+              evidence message no earlier result covered, else 0 (a second memory derived from
+              the same message is no new hit); ideal: min(|evidence|, 10) gains first
   mrr         mean reciprocal rank of the first hit
   top-n       (probes) a memory derived from an `expect` message is among the first n
   outdated above current
@@ -36,7 +38,17 @@ def score_question(evidence: set[str], results: Sequence[Result], ks: Iterable[i
         for r in results[:k]:
             covered |= evidence & _sources(r)
         m[f"frac@{k}"] = len(covered) / len(evidence)
-    dcg = sum(1 / math.log2(i + 2) for i, h in enumerate(hits[:10]) if h)
+    # binary gain per evidence message: a result gains 1 when it covers an evidence id no earlier
+    # result covered (a memory derived from several evidence ids still gains 1; a further memory
+    # from an already-covered message gains 0), so at most |evidence| results gain and DCG never
+    # exceeds the ideal list's min(|evidence|, 10) gains at the top
+    dcg = 0.0
+    seen: set[str] = set()
+    for i, r in enumerate(results[:10]):
+        new = (evidence & _sources(r)) - seen
+        if new:
+            dcg += 1 / math.log2(i + 2)
+            seen |= new
     idcg = sum(1 / math.log2(i + 2) for i in range(min(len(evidence), 10)))
     m["ndcg@10"] = dcg / idcg
     m["mrr"] = next((1 / (i + 1) for i, h in enumerate(hits) if h), 0.0)
