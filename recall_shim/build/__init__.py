@@ -1,1 +1,1 @@
-"""Build-time code dbt calls: the dbt-duckdb plugin that registers embed(), LLM extraction for the Python model, and read-only access to a built warehouse."""
+"""Build-time code dbt calls: the dbt-duckdb plugin that registers embed(), LLM extraction for the Python model, and read-only access to a built warehouse; and what a build can skip: the record of unchanged inputs (``inputs``) and dbt's parse shared between stores (``parse_cache``)."""
