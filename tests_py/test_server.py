@@ -46,13 +46,16 @@ def test_health_and_openapi(served: tuple[RunningServer, MemoryStore]) -> None:
 
 
 def test_recall_and_recall_many(served: tuple[RunningServer, MemoryStore]) -> None:
-    server, _ = served
+    server, store = served
     r = post(server, "/recall", {"user_id": "demo", "query": "喜欢什么输出方式", "top_k": 2, "min_sim": 0,
                                  "record_access": False})
     assert r.status_code == 200, r.text
     results = r.json()["results"]
     assert len(results) == 2 and "简洁的输出" in results[0]["content"]
     assert results[0]["source_message_ids"] == ["demo-s1-1"]
+    # the same memories, field for field, as the library (and the CLI and MCP: as_dict) give them
+    lib = [m.as_dict() for m in store.recall("喜欢什么输出方式", user_id="demo", top_k=2, min_sim=0, record_access=False)]
+    assert results == lib and "lexical_score" in results[0]
     r = post(server, "/recall-many", {"user_id": "demo", "queries": SEED_QUESTIONS, "top_k": 1, "min_sim": 0,
                                       "record_access": False, "kinds": ["preference", "fact", "skill"]})
     assert r.status_code == 200, r.text

@@ -51,6 +51,7 @@ from recall_shim.interfaces.http_guard import (
 )
 from recall_shim.interfaces.requests import OPERATIONS, Operation, Request as OperationRequest, describe_errors
 from recall_shim.interfaces.service import DEFAULT_ACTOR, MemoryService, OperationUnavailable
+from recall_shim.serving.recalled import wire_fields
 
 try:
     import uvicorn
@@ -58,7 +59,7 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi_offline import FastAPIOffline
-    from pydantic import BaseModel
+    from pydantic import BaseModel, create_model
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised only without the server extra
     raise ImportError(
@@ -85,18 +86,8 @@ STATUS: list[tuple[type[AgentMemoryError], int]] = [
 ]
 
 
-class Memory(BaseModel):
-    memory_id: str
-    kind: str
-    content: str
-    similarity: float
-    strength: float
-    score: float
-    source_message_ids: list[str]
-    rank: int
-    said_at: str | None = None  # ISO date and time (UTC) the memory was first said
-    happened_on: str | None = None  # ISO date it happened, when the text says
-    happened_grain: str | None = None  # day, week, month, year or weekday
+# one recalled memory on the wire: the fields of RecalledMemory.as_dict (one definition)
+Memory = create_model("Memory", **wire_fields())  # type: ignore[call-overload]
 
 
 class RecallResponse(BaseModel):

@@ -4,11 +4,11 @@ the hot tail, PostgreSQL), with its dates."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import date, datetime, timezone
 from typing import Any, Sequence
 
-__all__ = ["RecalledMemory", "as_date", "as_datetime"]
+__all__ = ["RecalledMemory", "as_date", "as_datetime", "wire_fields"]
 
 
 @dataclass(frozen=True)
@@ -46,20 +46,39 @@ class RecalledMemory:
                    int(rank), int(intent_id) - 1, float(lexical or 0.0), as_datetime(said), as_date(on), grain)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "memory_id": self.memory_id,
-            "kind": self.kind,
-            "content": self.content,
-            "similarity": round(self.similarity, 6),
-            "strength": round(self.strength, 6),
-            "score": round(self.score, 6),
-            "lexical_score": round(self.lexical_score, 6),
-            "source_message_ids": list(self.source_message_ids),
-            "rank": self.rank,
-            "said_at": None if self.said_at is None else self.said_at.isoformat(timespec="seconds"),
-            "happened_on": None if self.happened_on is None else self.happened_on.isoformat(),
-            "happened_grain": self.happened_grain,
-        }
+        """The memory as JSON (CLI, HTTP, MCP): the fields of :func:`wire_fields`, floats rounded
+        to 6 places, dates as ISO text."""
+        out: dict[str, Any] = {}
+        for name in wire_fields():
+            value = getattr(self, name)
+            if isinstance(value, float):
+                value = round(value, 6)
+            elif isinstance(value, datetime):
+                value = value.isoformat(timespec="seconds")
+            elif isinstance(value, date):
+                value = value.isoformat()
+            elif isinstance(value, list):
+                value = list(value)
+            out[name] = value
+        return out
+
+
+# JSON type of each field's value in as_dict (dates are ISO text); ``intent`` is the position of
+# the answer in recall_many's list, not a field of the memory
+_WIRE_TYPES: dict[str, Any] = {"str": str, "float": float, "int": int, "list[str]": list[str],
+                               "datetime | None": str | None, "date | None": str | None, "str | None": str | None}
+
+
+def wire_fields() -> dict[str, tuple[Any, Any]]:
+    """``{name: (JSON type, default)}`` of a recalled memory as the interfaces send it: the one
+    definition the HTTP response model (recall_shim/interfaces/http.py) is made from."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for f in fields(RecalledMemory):
+        if f.name == "intent":
+            continue
+        default = ... if f.default is MISSING else f.default
+        out[f.name] = (_WIRE_TYPES[str(f.type)], default)
+    return out
 
 
 def as_datetime(value: Any) -> datetime | None:
