@@ -143,6 +143,32 @@ from assistant_said
 {{ kind_expr }} = 'episode' and {{ regexp_search(content_expr, "'[?？]\\s*$'") }}
 {%- endmacro %}
 
+{#- A recursive CTE `cte` (keys..., text_column, step_no) that applies the clause_rules of
+    `purpose` to text_column one step per recursion level, starting from start_expr over `source`
+    at step 0 (PostgreSQL compiles one pattern per level); the finished text is at step_no = the
+    purpose's number of steps (rule_extractions' `patterns`). -#}
+{% macro rewrite_steps(cte, source, keys, text_column, start_expr, purpose) -%}
+{{ cte }} ({{ keys | join(', ') }}, {{ text_column }}, step_no) as (
+    select
+        {%- for k in keys %}
+        {{ k }},
+        {%- endfor %}
+        {{ start_expr }} as {{ text_column }},
+        0 as step_no
+    from {{ source }}
+    union all
+    select
+        {%- for k in keys %}
+        p.{{ k }},
+        {%- endfor %}
+        regexp_replace(p.{{ text_column }}, {{ pg_regex('r.pattern') }}, r.replacement, 'g'),
+        p.step_no + 1
+    from {{ cte }} as p
+    inner join text_rules as r on r.purpose = '{{ purpose }}' and r.step_no = p.step_no + 1
+)
+{%- endmacro %}
+
+
 {#- Rule extractions of messages (int_memories_extracted's rows; the hot tail's statement runs the
     same, macros/tail.sql): see that model for the rules. messages: relation or parenthesised
     subquery with message_id, user_id, content, message_at, loaded_at; clause_rules,
@@ -174,29 +200,12 @@ patterns as (
 
 -- whole-message rewrites, one step per recursion level (the markers are never user text; the
 -- question marker goes before every run of question marks, so it survives the sentence split)
-message_pass (message_id, user_id, message_at, loaded_at, content, step_no) as (
-    select
-        message_id,
-        user_id,
-        message_at,
-        loaded_at,
-        regexp_replace(
-            replace(replace(content, '{{ clause_marker() }}', ' '), '{{ question_marker() }}', ' '),
-            '([?？]+)', '{{ question_marker() }}\1', 'g'
-        ),
-        0
-    from messages
-    union all
-    select
-        p.message_id,
-        p.user_id,
-        p.message_at,
-        p.loaded_at,
-        regexp_replace(p.content, {{ pg_regex('r.pattern') }}, r.replacement, 'g'),
-        p.step_no + 1
-    from message_pass as p
-    inner join text_rules as r on r.purpose = 'message' and r.step_no = p.step_no + 1
-),
+{{ rewrite_steps(
+    'message_pass', 'messages', ['message_id', 'user_id', 'message_at', 'loaded_at'], 'content',
+    "regexp_replace(replace(replace(content, '" ~ clause_marker() ~ "', ' '), '" ~ question_marker()
+    ~ "', ' '), '([?？]+)', '" ~ question_marker() ~ "\\1', 'g')",
+    'message'
+) }},
 
 sentences as (
     select
@@ -212,21 +221,10 @@ sentences as (
         and length(trim(s.sentence)) > 1
 ),
 
-clause_pass (message_id, user_id, message_at, loaded_at, sentence, clause_text, step_no) as (
-    select message_id, user_id, message_at, loaded_at, sentence, sentence as clause_text, 0 as step_no
-    from sentences
-    union all
-    select
-        p.message_id,
-        p.user_id,
-        p.message_at,
-        p.loaded_at,
-        p.sentence,
-        regexp_replace(p.clause_text, {{ pg_regex('r.pattern') }}, r.replacement, 'g'),
-        p.step_no + 1
-    from clause_pass as p
-    inner join text_rules as r on r.purpose = 'clause' and r.step_no = p.step_no + 1
-),
+{{ rewrite_steps(
+    'clause_pass', 'sentences', ['message_id', 'user_id', 'message_at', 'loaded_at', 'sentence'], 'clause_text',
+    'sentence', 'clause'
+) }},
 
 split_clauses as (
     select distinct
