@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Protocol, 
 
 import numpy as np
 
-from recall_shim.errors import InvalidId, InvalidQuery
+from recall_shim.common.embedding import embed_texts
+from recall_shim.errors import DimensionMismatch, InvalidId, InvalidQuery
 from recall_shim.recall.prompt import format_prompt
 from recall_shim.serving.reader import RecalledMemory, RecallSettings
 from recall_shim.write.ids import normalise_id
@@ -25,7 +26,8 @@ from recall_shim.write.limits import memory_kinds
 if TYPE_CHECKING:
     from recall_shim.forget.common import ForgetReport
 
-__all__ = ["Store", "Query", "IngestReport", "BuildResult", "RecallArgs", "recall_arguments", "scope_id"]
+__all__ = ["Store", "Query", "IngestReport", "BuildResult", "RecallArgs", "recall_arguments", "scope_id",
+           "query_vectors", "check_query_vector"]
 
 Query = str | Sequence[float] | np.ndarray
 
@@ -74,6 +76,53 @@ def recall_arguments(queries: Any, settings: RecallSettings, *, user_id: Any, to
             raise InvalidQuery(f"unknown kind{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
                                f"the kinds are {', '.join(memory_kinds())}")
     return RecallArgs(k, float(ms), user, agent, session)  # type: ignore[arg-type]
+
+
+def check_query_vector(vec: Any, dim: int) -> list[float]:
+    """A query vector as floats, or InvalidQuery / DimensionMismatch: ``dim`` numbers, finite, within
+    float32 (the stores' FLOAT) and not all zeros (a zero vector has no direction: its cosine is NaN)."""
+    try:
+        arr = np.asarray(vec, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise InvalidQuery(f"query vector is not a list of numbers: {exc}") from None
+    if arr.shape[0] != dim:
+        raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidQuery("query vector contains NaN or infinity")
+    with np.errstate(over="ignore", under="ignore"):
+        arr32 = arr.astype(np.float32)
+    if not np.all(np.isfinite(arr32)):
+        raise InvalidQuery("query vector has values beyond the FLOAT (float32) range")
+    if not np.any(arr32):
+        raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
+    return [float(x) for x in arr]
+
+
+def query_vectors(queries: Sequence[Query], settings: RecallSettings,
+                  given: Sequence[Any] | None = None) -> list[list[float]]:
+    """The queries' vectors (shared by every store type): texts checked (not empty, at most
+    var recall_max_query_chars, valid Unicode) and embedded with the build's model and query form,
+    or taken from ``given`` (aligned with ``queries``) when the caller embedded them already;
+    vectors checked by :func:`check_query_vector`."""
+    texts = [q for q in queries if isinstance(q, str)]
+    for t in texts:
+        if not t.strip():
+            raise InvalidQuery("query text is empty")
+        if len(t) > settings.max_query_chars:
+            raise InvalidQuery(f"query text has {len(t)} characters; the limit is {settings.max_query_chars}"
+                               " (var recall_max_query_chars)")
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
+    if given is not None and len(given) != len(queries):
+        raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
+    if given is not None:
+        embedded = iter([g for g, q in zip(given, queries) if isinstance(q, str)])
+    else:
+        embedded = iter(embed_texts(settings.embedding_model, settings.embedding_query_form, texts) if texts else ())
+    return [check_query_vector(next(embedded) if isinstance(q, str) else q, settings.embedding_dim) for q in queries]
+
 
 @dataclass(frozen=True)
 class IngestReport:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from recall_shim.errors import DimensionMismatch, InvalidQuery, SnapshotIncomplete, StoreNotBuilt
+from recall_shim.errors import SnapshotIncomplete, StoreNotBuilt
 from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
@@ -192,24 +192,6 @@ class SnapshotReader:
         self._index = None
         self._hybrid = None
         self._index_tried = False
-
-    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
-        dim = self.settings.embedding_dim
-        try:
-            arr = np.asarray(vec, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError) as exc:
-            raise InvalidQuery(f"query vector is not a list of numbers: {exc}") from None
-        if arr.shape[0] != dim:
-            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
-        if not np.all(np.isfinite(arr)):
-            raise InvalidQuery("query vector contains NaN or infinity")
-        with np.errstate(over="ignore", under="ignore"):
-            arr32 = arr.astype(np.float32)
-        if not np.all(np.isfinite(arr32)):
-            raise InvalidQuery("query vector has values beyond the FLOAT (float32) range")
-        if not np.any(arr32):
-            raise InvalidQuery("query vector is all zeros (it has no direction to compare)")
-        return [float(x) for x in arr]
 
     def similarities(self, user_id: str, vectors: Sequence[Sequence[float]]) -> list[list[float]]:
         """Every cosine of the user's current memories against each vector (threshold guidance)."""

@@ -18,7 +18,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from recall_shim.common.embedding import embed_texts
 from recall_shim.errors import (DBT_PLAIN_OUTPUT, STORE_BUILD_EXCLUDES, AccessNotRecorded, BuildFailed, InvalidInput,
                                  InvalidQuery, StorageFailure, StoreBusy, StoreNotBuilt, plain_text)
 from recall_shim.build.parse_cache import keep_parse, parse_key, seed_parse
@@ -34,7 +33,7 @@ from recall_shim.common.locks import file_lock
 from recall_shim.common.paths import CONTRACT_VARS, StorePaths, data_dir, project_dir
 from recall_shim.serving.published import prune_snapshots, update_index
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader
-from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.store import BuildResult, IngestReport, Query, Store, query_vectors, recall_arguments, scope_id
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
 from recall_shim.serving.snapshot import published_snapshot
@@ -222,33 +221,6 @@ class MemoryStore(Store):
         return BuildResult(str(snap) if snap is not None else None, plain_text(output), time.monotonic() - started, index)
 
     # --- recalling -----------------------------------------------------------------------
-    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
-        """The queries' vectors: texts validated and embedded (or taken from ``given``, aligned
-        with ``queries``, when the caller embedded them already), vectors checked."""
-        s = self._reader.settings
-        texts = [(i, q) for i, q in enumerate(queries) if isinstance(q, str)]
-        for _, t in texts:
-            if not t.strip():
-                raise InvalidQuery("query text is empty")
-            if len(t) > s.max_query_chars:
-                raise InvalidQuery(f"query text has {len(t)} characters; the limit is {s.max_query_chars} (var recall_max_query_chars)")
-            try:
-                t.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
-        vecs: list[list[float] | None] = [None] * len(queries)
-        if given is not None and len(given) != len(queries):
-            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
-        if texts:
-            embedded = ([given[i] for i, _ in texts] if given is not None
-                        else embed_texts(s.embedding_model, s.embedding_query_form, [t for _, t in texts]))
-            for (i, _), v in zip(texts, embedded):
-                vecs[i] = self._reader.check_vector(v)
-        for i, q in enumerate(queries):
-            if vecs[i] is None:
-                vecs[i] = self._reader.check_vector(q)  # type: ignore[arg-type]
-        return [v for v in vecs if v is not None]
-
     def recall_many(
         self,
         queries: Sequence[Query],
@@ -277,7 +249,7 @@ class MemoryStore(Store):
             queries, self._reader.settings, user_id=user_id, top_k=top_k, min_sim=min_sim, kinds=kinds,
             agent_id=agent_id, session_id=session_id)
         texts = [q if isinstance(q, str) else None for q in queries]
-        vecs = self._vectors(queries, vectors)
+        vecs = query_vectors(queries, self._reader.settings, vectors)
         results = self._tail_recall(user_id, vecs, k, ms, kinds, texts, agent_id, session_id)
         if results is None:
             results = self._reader.run(user_id, vecs, k, ms, kinds, texts, agent_id, session_id)
@@ -337,7 +309,7 @@ class MemoryStore(Store):
         user_id = scope_id(user_id, "user_id", required=True)  # type: ignore[assignment]
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
-        return [s for group in self._reader.similarities(user_id, self._vectors(queries)) for s in group]
+        return [s for group in self._reader.similarities(user_id, query_vectors(queries, self._reader.settings)) for s in group]
 
     def _record_access(self, user_id: str, results: list[list[RecalledMemory]]) -> None:
         """Land the recalled memories as access events. A store that cannot take the write

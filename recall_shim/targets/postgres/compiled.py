@@ -3,12 +3,10 @@ SnapshotReader's ``settings`` on DuckDB), read from ``<schema>.recall_queries``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-import numpy as np
+from typing import Any
 
 from recall_shim.common.sql import sql_ident
-from recall_shim.errors import DimensionMismatch, InvalidQuery, StoreNotBuilt
+from recall_shim.errors import StoreNotBuilt
 from recall_shim.serving.formula import FormulaError, RecallFormula
 from recall_shim.serving.reader import RecallSettings
 from recall_shim.targets.postgres.server import PgConnection
@@ -68,12 +66,3 @@ class CompiledSettings:
                                    f'from {sql_ident(self.conn.schema)}.recall_queries').fetchall()
         except psycopg.errors.UndefinedTable:
             raise StoreNotBuilt(f"schema {self.conn.schema} has no recall_queries: build first") from None
-
-    def check_vector(self, vec: Sequence[float] | np.ndarray) -> list[float]:
-        dim = self.settings.embedding_dim
-        arr = np.asarray(vec, dtype=np.float64).reshape(-1)
-        if arr.shape[0] != dim:
-            raise DimensionMismatch(f"query vector has {arr.shape[0]} dimensions, the store uses {dim}")
-        if not np.all(np.isfinite(arr)) or not np.any(arr):
-            raise InvalidQuery("query vector contains NaN/infinity or is all zeros")
-        return [float(x) for x in arr]

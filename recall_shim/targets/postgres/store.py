@@ -53,7 +53,7 @@ from recall_shim.targets.postgres.server import (LANDING_TABLES, MESSAGE_COLUMNS
 from recall_shim.serving.reader import RecalledMemory
 from recall_shim.common.sql import sql_ident
 from recall_shim.common.paths import data_dir, project_dir
-from recall_shim.store import BuildResult, IngestReport, Query, Store, recall_arguments, scope_id
+from recall_shim.store import BuildResult, IngestReport, Query, Store, query_vectors, recall_arguments, scope_id
 from recall_shim.write.door import refusals
 from recall_shim.write.landing import message_row
 
@@ -263,28 +263,6 @@ class PgMemoryStore(Store):
         return BuildResult(None, out, time.monotonic() - started, None)
 
     # --- recalling -----------------------------------------------------------------------
-    def _vectors(self, queries: Sequence[Query], given: Sequence[Any] | None = None) -> list[list[float]]:
-        s = self._reader.settings
-        for q in queries:
-            if isinstance(q, str):
-                if not q.strip():
-                    raise InvalidQuery("query text is empty")
-                if len(q) > s.max_query_chars:
-                    raise InvalidQuery(f"query text has {len(q)} characters; the limit is {s.max_query_chars}"
-                                       " (var recall_max_query_chars)")
-                try:
-                    q.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise InvalidQuery("query text is not valid Unicode (lone surrogate)") from None
-        texts = [q for q in queries if isinstance(q, str)]
-        if given is not None and len(given) != len(queries):
-            raise InvalidQuery(f"{len(given)} precomputed vectors for {len(queries)} queries")
-        if given is not None:
-            embedded = iter([g for g, q in zip(given, queries) if isinstance(q, str)])
-        else:
-            embedded = iter(embed_texts(s.embedding_model, s.embedding_query_form, texts)) if texts else iter(())
-        return [self._reader.check_vector(next(embedded) if isinstance(q, str) else q) for q in queries]
-
     def _read(self, fn: Any) -> Any:
         """Run ``fn(connection)`` on this store's reading connection (autocommit, so it never
         holds a snapshot or a lock between calls and never delays a build's table swap),
@@ -326,7 +304,7 @@ class PgMemoryStore(Store):
         if not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         texts = [q if isinstance(q, str) else None for q in queries]
-        vectors = self._vectors(queries, vectors)
+        vectors = query_vectors(queries, self._reader.settings, vectors)
         params = [user_id, _vector_literal(vectors), int(k), float(ms), None if kinds is None else list(kinds),
                   _text_array_literal(texts), agent_id, session_id]
         rows = self._tail_recall(user_id, params)
@@ -375,7 +353,7 @@ class PgMemoryStore(Store):
         if isinstance(queries, (str, np.ndarray)) or not isinstance(queries, Sequence) or not queries:
             raise InvalidQuery("queries must be a non-empty list of query texts or vectors")
         s = self._reader.settings
-        rows = self._execute(s.similarity_sql, [user_id, _vector_literal(self._vectors(queries))])
+        rows = self._execute(s.similarity_sql, [user_id, _vector_literal(query_vectors(queries, self._reader.settings))])
         return [float(r[-1]) for r in rows if r[-1] is not None and math.isfinite(float(r[-1]))]
 
     # --- forgetting ----------------------------------------------------------------------
