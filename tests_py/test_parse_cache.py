@@ -48,3 +48,18 @@ def test_a_new_store_reuses_the_parse_and_a_broken_entry_costs_only_a_parse(tmp_
     assert "Failed to load parsed file" in third_log
     assert third == first
     assert entries[0].read_bytes() != b"not a parse", "the build's own parse replaces the broken entry"
+
+
+def test_a_store_alternating_run_settings_gets_each_parse_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    store = MemoryStore(tmp_path / "store.duckdb")
+    store.remember_many(LOG)
+    log = store.paths.dbt_dir / "logs" / "dbt.log"
+    day1, day2 = {"as_of": "2026-11-03 12:00:00"}, {"as_of": "2026-11-04 12:00:00"}
+    store.build(vars=day1)
+    store.build(vars=day2)  # other --vars: dbt parses again
+    assert log.read_text(encoding="utf-8").count("Unable to do partial parsing") == 2
+    store.build(vars=day1)  # back to the first settings: their parse is seeded back, not made again
+    text = log.read_text(encoding="utf-8")
+    assert text.count("Unable to do partial parsing") == 2, "the first settings' parse was not reused"
+    assert query(store, "select count(*) from long_term_memory")[0][0] > 0

@@ -7,8 +7,11 @@ connection settings and the environment variables the project reads. Every store
 target folder, so each new store parsed the project from scratch. This module keeps the newest
 parse of each *parse key* (the settings dbt compares that vary between stores: the store's file
 name, ``--vars``, the target) in one cache folder and seeds a store's target folder with it
-before dbt runs. dbt itself still checks the seeded parse and parses again when anything
-differs (a changed project, another dbt version), so a stale entry costs what no cache costs.
+before dbt runs. The target folder records the key of the parse it holds (``partial_parse.key``),
+so a store whose builds alternate run settings (a plain build, then one with ``as_of``, then a
+plain one again) gets the parse of each setting back instead of parsing on every change. dbt
+itself still checks the seeded parse and parses again when anything differs (a changed project,
+another dbt version), so a stale entry costs what no cache costs.
 
 For the key to be the same across stores of the DuckDB target, dbt runs in the store's folder
 with the store named by its file name (recall_shim/targets/duckdb.py): the paths dbt sees, and
@@ -33,6 +36,7 @@ __all__ = ["CACHE_ENV", "cache_dir", "parse_key", "seed_parse", "keep_parse"]
 
 CACHE_ENV = "AGENT_MEMORY_PARSE_CACHE"
 _PARSE_FILE = "partial_parse.msgpack"
+_KEY_FILE = "partial_parse.key"  # beside dbt's parse in a target folder: the key of that parse
 _KEPT = 64  # entries kept (newest first); one per store name x run settings in use
 
 
@@ -63,20 +67,28 @@ def _copy_atomic(src: Path, dest: Path, *, keep_mtime: bool) -> None:
 
 
 def seed_parse(dbt_target: Path, key: str) -> bool:
-    """Put the cached parse of ``key`` into ``dbt_target`` when the target has none or an older
-    one; True when it did."""
+    """Put the cached parse of ``key`` into ``dbt_target`` when the target holds none, the parse
+    of another key (other run settings) or an older one of this key; True when it did."""
     entry = cache_dir() / f"{key}.msgpack"
     own = dbt_target / _PARSE_FILE
     try:
         if not entry.is_file():
             return False
-        if own.exists() and own.stat().st_mtime >= entry.stat().st_mtime:
+        if own.exists() and _own_key(dbt_target) == key and own.stat().st_mtime >= entry.stat().st_mtime:
             return False
         dbt_target.mkdir(parents=True, exist_ok=True)
         _copy_atomic(entry, own, keep_mtime=False)
+        (dbt_target / _KEY_FILE).write_text(key, encoding="utf-8")
         return True
     except OSError:
         return False
+
+
+def _own_key(dbt_target: Path) -> str | None:
+    try:
+        return (dbt_target / _KEY_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
 
 
 def keep_parse(dbt_target: Path, key: str) -> None:
@@ -87,6 +99,7 @@ def keep_parse(dbt_target: Path, key: str) -> None:
     try:
         if not own.is_file():
             return
+        (dbt_target / _KEY_FILE).write_text(key, encoding="utf-8")  # what dbt left is the parse of key
         entry = folder / f"{key}.msgpack"
         mine = own.stat()
         if entry.is_file() and entry.stat().st_mtime == mine.st_mtime and entry.stat().st_size == mine.st_size:
