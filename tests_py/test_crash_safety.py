@@ -62,7 +62,7 @@ def unpublished(store: MemoryStore) -> list[str]:
 
 
 def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "w.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     logs = []
     for n, delay in enumerate((0.2, 0.55, 0.9)):
         log = tmp_path / f"ack-{n}.jsonl"
@@ -92,7 +92,7 @@ TOPICS = ("jazz", "sushi", "chess")
 
 
 def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "d.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     store.remember("u", "I prefer green tea.", message_id="m0")
     first = store.build().snapshot
     assert first is not None
@@ -159,7 +159,7 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
 
 
 def test_killed_builder_process_does_not_let_two_dbt_runs_collide(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "b.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     store.remember("u", "I prefer green tea.", message_id="m0")
     store.build()
     store.remember("u", "I live in Bergen.", message_id="m1")

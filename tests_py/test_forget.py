@@ -68,7 +68,7 @@ def owned(store: MemoryStore, content_like: str) -> list[tuple]:
 
 
 def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "mem.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     store.ingest(DEMO_LOG)
     rows = [
         # the user to forget: accepted messages (with agent/session provenance), a rejected one,
@@ -163,7 +163,7 @@ def test_forget_user_and_memory_everywhere(tmp_path: Path) -> None:
 def test_forget_while_writers_land(tmp_path: Path) -> None:
     """Writers keep landing during forget: every row of the user landed up to forgotten_at is
     gone, every row landed later and every other user's row is kept."""
-    store = MemoryStore(tmp_path / "busy.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     stop = threading.Event()
     written: dict[str, int] = {"target": 0, "other": 0}
 
@@ -194,7 +194,7 @@ def test_forget_while_writers_land(tmp_path: Path) -> None:
 
 
 def test_forget_waits_for_a_running_build(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "locked.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     store.remember("u", "I prefer tea.", ts=TS)
     done = threading.Event()
 

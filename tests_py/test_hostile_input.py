@@ -124,7 +124,7 @@ def materialise(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_hostile_rows_are_stored_verbatim_or_rejected_with_reason(batch: list[dict[str, Any]]) -> None:
     rows_ = materialise(batch)
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore(Path(tmp) / "hostile.duckdb")
+        store = MemoryStore(Path(tmp) / "store.duckdb")
         # a file: rows the door refuses (ids breaking the id rule, content over the limit) land as
         # rejects with their reason, where remember_many would refuse the whole call
         log = Path(tmp) / "hostile.jsonl"

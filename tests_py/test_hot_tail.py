@@ -41,7 +41,7 @@ BASE = [
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small store built once; tests work on copies."""
-    store = MemoryStore(tmp_path_factory.mktemp("tail-template") / "tail.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("tail-template") / "store.duckdb")
     store.remember_many([{"user_id": u, "content": c, "session_id": "s0", "msg_seq": i, "role": "user",
                           "ts": "2026-11-30 09:00:00", "message_id": f"base-{i}"} for i, (u, c) in enumerate(BASE)])
     store.build()

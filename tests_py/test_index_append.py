@@ -86,7 +86,7 @@ def same_as_full_build(snap: Path, tmp_path: Path, queries: np.ndarray) -> None:
 def test_incremental_builds_append_and_answer_like_a_full_build(tmp_path: Path, template: Path) -> None:  # noqa: F811
     rows = synthetic_rows(7)
     extra = synthetic_rows(8, n_big=400)
-    store = MemoryStore(tmp_path / "append.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     serving = store.paths.serving
     s = dict(SETTINGS, tail_share=0.2, compact_share=0.9)
     first = write_snapshot(serving / "snap-20260101T000000000000-app00001.duckdb", rows, template, **s)
@@ -143,7 +143,7 @@ def test_incremental_builds_append_and_answer_like_a_full_build(tmp_path: Path, 
 def test_torn_tail_is_cut_off_and_never_read(tmp_path: Path, template: Path) -> None:  # noqa: F811
     rows = synthetic_rows(9)
     extra = synthetic_rows(10, n_big=50)
-    store = MemoryStore(tmp_path / "torn.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     s = dict(SETTINGS, tail_share=0.5)
     first = write_snapshot(store.paths.serving / "snap-20260101T000000000000-torn0001.duckdb", rows, template, **s)
     build_index(first)
@@ -172,7 +172,7 @@ def test_torn_tail_is_cut_off_and_never_read(tmp_path: Path, template: Path) -> 
 def test_dead_heavy_rows_past_the_share_compact_into_a_fresh_generation(tmp_path: Path, template: Path) -> None:  # noqa: F811
     rows = synthetic_rows(11)
     extra = synthetic_rows(12, n_big=400)
-    store = MemoryStore(tmp_path / "compact.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     s = dict(SETTINGS, compact_share=0.15)
     first = write_snapshot(store.paths.serving / "snap-20260101T000000000000-comp0001.duckdb", rows, template, **s)
     build_index(first)

@@ -163,8 +163,8 @@ def test_build_output_is_plain_text(tmp_path: Path) -> None:
     exc = BuildFailed("dbt build failed (exit 1)", "\x1b[0m08:00:01  \x1b[31mFailure in test\x1b[0m x\x1b[1m!\x1b[0m")
     assert exc.output == "08:00:01  Failure in test x!" and "\x1b" not in str(exc)
     # a real dbt run that fails at once (the store is not a DuckDB file): dbt writes no colour codes
-    (tmp_path / "bad.duckdb").write_bytes(b"not a database\n" * 50)
-    store = MemoryStore(tmp_path / "bad.duckdb")
+    (tmp_path / "store.duckdb").write_bytes(b"not a database\n" * 50)
+    store = MemoryStore(tmp_path / "store.duckdb")
     with pytest.raises(BuildFailed) as failed:
         store.build()
     assert "Running with dbt=" in failed.value.output and "\x1b" not in failed.value.output

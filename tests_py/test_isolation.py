@@ -36,7 +36,7 @@ def _messages(rng: random.Random, user: str, round_: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def crowd(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
-    store = MemoryStore(tmp_path_factory.mktemp("crowd") / "crowd.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("crowd") / "store.duckdb")
     rng = random.Random(5)
     store.remember_many([m for u in USERS for m in _messages(rng, u, 0)])
     store.build()

@@ -64,7 +64,7 @@ def say(app: Any, thread: str, text: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    memory = MemoryStore(tmp_path_factory.mktemp("langgraph") / "lg.duckdb")
+    memory = MemoryStore(tmp_path_factory.mktemp("langgraph") / "store.duckdb")
     store = AgentMemoryStore(memory)
     model = ScriptedModel()
     app = make_graph(memory, model, store)

@@ -79,7 +79,7 @@ def pg_store(pg_conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def duck_store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
     """The same input on the DuckDB target."""
-    store = MemoryStore(tmp_path_factory.mktemp("duck") / "parity.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("duck") / "store.duckdb")
     store.ingest(DEMO_LOG)
     for w in range(4):
         store.remember_many(writer_rows(w))

@@ -57,7 +57,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Memory
         rows = sample_rows()
         PgMemoryStore(conn, work_dir=work / "pg-work").remember_many(rows)
         dbt_run(conn.dbt_env(), "postgres", work / "pg-dbt")
-        duck = MemoryStore(work / "duck" / "sample.duckdb")
+        duck = MemoryStore(work / "duck" / "store.duckdb")
         duck.remember_many(rows)
         dbt_run({"AGENT_MEMORY_DB": str(duck.paths.db)}, "duckdb", work / "duck-dbt")
         yield conn, duck, work

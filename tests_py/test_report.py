@@ -27,7 +27,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--dis
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryStore, Path]:
     folder = tmp_path_factory.mktemp("report")
-    store = MemoryStore(folder / "r.duckdb")
+    store = MemoryStore(folder / "store.duckdb")
     store.ingest(DEMO_LOG)
     # a Chinese-speaking user without standing intents: the threshold chart samples her messages;
     # her second output-format preference supersedes the first

@@ -22,7 +22,7 @@ RULE_KINDS = ["fact", "preference", "skill"]  # not episodes (whole messages), t
 
 @pytest.fixture(scope="module")
 def scoped(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
-    store = MemoryStore(tmp_path_factory.mktemp("scoped") / "scoped.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("scoped") / "store.duckdb")
     store.remember("ann", "I live in Lisbon.", session_id="trip", agent_id="travel-bot", ts=TS, message_id="a1")
     store.remember("ann", "I prefer window seats.", session_id="trip", agent_id="travel-bot", ts=TS, message_id="a2")
     store.remember("ann", "I have used Postgres.", session_id="work", agent_id="code-bot", ts=TS, message_id="a3")

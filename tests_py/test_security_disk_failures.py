@@ -45,7 +45,7 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    store = MemoryStore(tmp_path_factory.mktemp("diskfail") / "t.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("diskfail") / "store.duckdb")
     store.remember_many(ROWS)
     store.build()
     store.recall("where does the user live?", user_id="gone", min_sim=-1)  # an access event of "gone"
@@ -108,17 +108,17 @@ def audit_lines(db: Path) -> list[dict]:
 def test_recall_on_a_full_disk_answers_and_drops_the_access_event(template: Path, tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", 64) as disk:
         db = copy_store(template, disk)
-        events = sorted(p.name for p in (disk / "t.inbox" / "access").iterdir())
+        events = sorted(p.name for p in (disk / "store.inbox" / "access").iterdir())
         fill(disk)
         found, err = recalled(db, "keep", "--record-access")
         assert "User lives in Zqkeepcity" in found
         assert "access event was not recorded" in err and "No space left" in err
-        assert sorted(p.name for p in (disk / "t.inbox" / "access").iterdir()) == events  # no partial file
+        assert sorted(p.name for p in (disk / "store.inbox" / "access").iterdir()) == events  # no partial file
         # a write that cannot land is refused with a clear error (HTTP: a JSON error), nothing partial
-        messages = sorted(p.name for p in (disk / "t.inbox" / "messages").iterdir())
+        messages = sorted(p.name for p in (disk / "store.inbox" / "messages").iterdir())
         out = cli("remember", "I prefer cocoa.", "--user", "keep", "--db", str(db))
         assert out.returncode == 2 and "not stored" in out.stderr and "Traceback" not in out.stderr, out.stderr
-        assert sorted(p.name for p in (disk / "t.inbox" / "messages").iterdir()) == messages
+        assert sorted(p.name for p in (disk / "store.inbox" / "messages").iterdir()) == messages
 
 
 @contextlib.contextmanager

@@ -69,7 +69,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("forget_scope")
     log = tmp / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in log_rows()))
-    store = MemoryStore(tmp / "scope.duckdb")
+    store = MemoryStore(tmp / "store.duckdb")
     store.ingest(log)
     store.build()
     out: dict[str, Any] = {"store": store}

@@ -63,7 +63,7 @@ REFUSED_FILES = {  # file text -> a phrase of the error
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("hostile_files")
-    store = MemoryStore(tmp / "hostile.duckdb")
+    store = MemoryStore(tmp / "store.duckdb")
     legacy_landing(store, "x" * HUGE, "legacy-huge")
     reports = {}
     hostile = jsonl(tmp / "hostile.jsonl", [
@@ -105,7 +105,7 @@ def test_a_huge_content_is_refused_at_the_door(built: dict[str, Any], tmp_path: 
     (reason, length), = query(built["store"], "select reject_reason, length(content) from session_log_rejects"
                                               " where message_id = 'door-huge'")
     assert (reason, length) == ("content_too_long", 20_000)  # kept with its reason, not in full
-    store = MemoryStore(tmp_path / "s.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     with pytest.raises(InvalidInput, match="max_content_chars") as exc:
         store.remember("u1", "z" * HUGE)
     assert type(exc.value).__name__ == "ContentTooLong"  # the HTTP server maps it to 413

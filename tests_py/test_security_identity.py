@@ -46,7 +46,7 @@ def rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
-    s = MemoryStore(tmp_path_factory.mktemp("identity") / "identity.duckdb")
+    s = MemoryStore(tmp_path_factory.mktemp("identity") / "store.duckdb")
     s.remember_many(rows())
     s.build()  # before the fix: the unique tests on message_id / memory_id fail the build
     return s

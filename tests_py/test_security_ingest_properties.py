@@ -85,7 +85,7 @@ def csv_file(draw: Any) -> tuple[str, int | None, list[dict[str, str]]]:
 def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A store the first SHARED_FILES examples also land their files in (built once, by the last
     test: a sample keeps that build small)."""
-    return {"store": MemoryStore(tmp_path_factory.mktemp("props") / "props.duckdb"), "rows": 0, "refused": 0,
+    return {"store": MemoryStore(tmp_path_factory.mktemp("props") / "store.duckdb"), "rows": 0, "refused": 0,
             "files": 0}
 
 
@@ -100,7 +100,7 @@ def check_ingest(shared: dict[str, Any], path: Path, expected_rows: int | None) 
     """Ingest ``path`` into a fresh store: refused whole (nothing landed) or every row landed
     with its door verdict; then land it in the shared store too."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore(Path(tmp) / "s.duckdb")
+        store = MemoryStore(Path(tmp) / "store.duckdb")
         try:
             rep = store.ingest(path)
         except InvalidInput as exc:

@@ -68,7 +68,7 @@ finally:
 
 @pytest.fixture(scope="module")
 def race_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    store = MemoryStore(tmp_path_factory.mktemp("races") / "r.duckdb")
+    store = MemoryStore(tmp_path_factory.mktemp("races") / "store.duckdb")
     store.remember_many([{"user_id": u, "session_id": u, "msg_seq": 1, "role": "user",
                           "content": f"I prefer {u} tea. I live in {u}town.", "ts": TS, "message_id": f"{u}-1"}
                          for u in ("keep", "victim0", "victim1")])

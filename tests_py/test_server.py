@@ -18,7 +18,7 @@ SEED_QUESTIONS = ["喜欢什么输出方式", "做过什么数据分析", "熟�
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, MemoryStore]]:
     folder = tmp_path_factory.mktemp("served")
-    store = MemoryStore(folder / "served.duckdb")
+    store = MemoryStore(folder / "store.duckdb")
     store.ingest(DEMO_LOG)
     store.build()
     server = RunningServer(store.paths.db, folder / "server.log")

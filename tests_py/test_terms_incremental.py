@@ -123,7 +123,7 @@ def check_recall(store: MemoryStore, snap: Path, users: list[str]) -> int:
 
 
 def test_incremental_term_postings_equal_a_full_build(work: dict, tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "terms.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     rows = first_rows(work)
     snap, first = step(store, work, 1, rows, None)
     assert not first["incremental"]
@@ -168,7 +168,7 @@ def test_incremental_term_postings_equal_a_full_build(work: dict, tmp_path: Path
 
 
 def test_unusable_previous_terms_mean_a_full_build(work: dict, tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "terms.duckdb")
+    store = MemoryStore(tmp_path / "store.duckdb")
     rows = first_rows(work)
     snap, _ = step(store, work, 1, rows, None)
     nxt = edit(work, rows, add=[("n1", "small", "the quokka prefers green tea")])

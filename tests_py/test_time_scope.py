@@ -34,7 +34,7 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> MemoryStore:
-    s = MemoryStore(tmp_path_factory.mktemp("time-scope") / "time.duckdb")
+    s = MemoryStore(tmp_path_factory.mktemp("time-scope") / "store.duckdb")
     s.remember_many([{"user_id": "tara", "content": c, "session_id": f"s{i}", "msg_seq": i, "role": "user", "ts": ts,
                       "message_id": f"tara-{i}"} for i, (ts, c) in enumerate(MESSAGES)])
     s.build(vars={"as_of": AS_OF, "time_scope_weight": WEIGHT})
