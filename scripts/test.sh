@@ -10,16 +10,23 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 # the suite's stores share dbt's parse through a cache of this run's own (recall_shim/build/parse_cache.py)
 export AGENT_MEMORY_PARSE_CACHE=${AGENT_MEMORY_PARSE_CACHE:-$scratch/dbt-parse}
-# the lint and the demo build run beside pytest (their output is printed once pytest is done;
-# any of them failing fails the run): pytest's two workers leave about a fifth of the two cores
-# idle (servers starting, processes waiting), which the lint and the build fill instead of
-# running first on their own
+# the lint and the demo build each use one core: they run side by side (the lint's output is
+# printed once both are done; either failing fails the run)
 bash scripts/lint.sh >"$scratch/lint.log" 2>&1 &
 lint_pid=$!
+echo "== dbt build on a scratch store with the demo log (sqlfluff lint runs beside it)"
+build_rc=0
 { AGENT_MEMORY_DB="$scratch/ci.duckdb" .venv/bin/agent-memory ingest demo/session_log.jsonl --db "$scratch/ci.duckdb" \
   && AGENT_MEMORY_DB="$scratch/ci.duckdb" DBT_TARGET_PATH="$scratch/target" DBT_LOG_PATH="$scratch/logs" \
-    .venv/bin/dbt build --project-dir . --profiles-dir .; } >"$scratch/build.log" 2>&1 &
-build_pid=$!
+    .venv/bin/dbt build --project-dir . --profiles-dir .; } || build_rc=$?
+lint_rc=0
+wait "$lint_pid" || lint_rc=$?
+echo "== sqlfluff lint"
+cat "$scratch/lint.log"
+if [ "$lint_rc" -ne 0 ] || [ "$build_rc" -ne 0 ]; then
+  echo "sqlfluff lint (exit $lint_rc) or the dbt build of the demo log (exit $build_rc) failed" >&2
+  exit 1
+fi
 echo "== pytest (DuckDB suite; tests_py/test_postgres.py runs the PostgreSQL + pgvector suite on a"
 echo "   server it starts from the pgserver wheel and stops afterwards: required here, not skipped)"
 export AGENT_MEMORY_REQUIRE_POSTGRES=${AGENT_MEMORY_REQUIRE_POSTGRES:-1}
@@ -30,19 +37,7 @@ set +e
 # (SLOW_FIRST), so no long file starts last while the other worker idles.
 .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
 rc=$?
-lint_rc=0
-wait "$lint_pid" || lint_rc=$?
-build_rc=0
-wait "$build_pid" || build_rc=$?
 set -e
-echo "== sqlfluff lint (ran beside pytest)"
-cat "$scratch/lint.log"
-echo "== dbt build on a scratch store with the demo log (ran beside pytest)"
-tail -n 25 "$scratch/build.log"
-if [ "$lint_rc" -ne 0 ] || [ "$build_rc" -ne 0 ]; then
-  echo "sqlfluff lint (exit $lint_rc) or the dbt build of the demo log (exit $build_rc) failed" >&2
-  exit 1
-fi
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1
