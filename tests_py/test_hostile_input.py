@@ -95,7 +95,10 @@ def expected_memory(row: dict[str, Any]) -> str | None:
     """The preference memory the English rule extracts from 'I prefer zq<i>x<payload>'."""
     if row["form"] != "pref" or SPLIT & set(row["payload"]) or len(row["content"]) > 1000:
         return None
-    return ("User prefers " + row["content"][len("I prefer "):]).strip(" ")
+    memory = "User prefers " + row["content"][len("I prefer "):]
+    while memory and unicodedata.category(memory[-1]).startswith("Z"):  # trailing spaces of any kind
+        memory = memory[:-1]  # (\pZ: U+0020, U+00A0, U+3000, ...) are trimmed, as in the extraction
+    return memory
 
 
 def materialise(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
