@@ -42,8 +42,8 @@ def test_second_build_is_a_noop_and_new_messages_embed_once(fresh_store: MemoryS
 
 
 def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:
-    once = MemoryStore(tmp_path / "once.duckdb")
-    daily = MemoryStore(tmp_path / "daily.duckdb")
+    once = MemoryStore(tmp_path / "once" / "store.duckdb")
+    daily = MemoryStore(tmp_path / "daily" / "store.duckdb")
     for s in (once, daily):
         s.ingest(DEMO_LOG)
     for day in ("2026-11-10", "2026-11-11", "2026-11-12"):
@@ -84,8 +84,8 @@ def _land(store: MemoryStore, batch: list[tuple[str, str, str]], n: int) -> None
 def test_incremental_consolidation_equals_one_full_build(tmp_path) -> None:
     """Builds after each batch (new candidates compared with the user's existing ones, a user
     recomputed when an earlier candidate arrives) end where one full build of everything ends."""
-    step = MemoryStore(tmp_path / "step.duckdb")
-    once = MemoryStore(tmp_path / "once.duckdb")
+    step = MemoryStore(tmp_path / "step" / "store.duckdb")
+    once = MemoryStore(tmp_path / "once" / "store.duckdb")
     for n, batch in enumerate(BATCHES):
         _land(step, batch, n)
         _land(once, batch, n)
