@@ -102,7 +102,8 @@ def keep_parse(dbt_target: Path, key: str) -> None:
         (dbt_target / _KEY_FILE).write_text(key, encoding="utf-8")  # what dbt left is the parse of key
         entry = folder / f"{key}.msgpack"
         mine = own.stat()
-        if entry.is_file() and entry.stat().st_mtime == mine.st_mtime and entry.stat().st_size == mine.st_size:
+        kept = entry.stat() if entry.is_file() else None
+        if kept is not None and (kept.st_mtime, kept.st_size) == (mine.st_mtime, mine.st_size):
             return  # dbt did not parse again: the entry is this parse already
         folder.mkdir(parents=True, exist_ok=True)
         _copy_atomic(own, entry, keep_mtime=True)  # same age as the store's: not seeded back
