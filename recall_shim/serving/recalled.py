@@ -49,16 +49,16 @@ class RecalledMemory:
         """The memory as JSON (CLI, HTTP, MCP): the fields of :func:`wire_fields`, floats rounded
         to 6 places, dates as ISO text."""
         out: dict[str, Any] = {}
-        for name in wire_fields():
+        for name, json_type in _WIRE_FIELDS:
             value = getattr(self, name)
-            if isinstance(value, float):
+            if json_type == list[str]:
+                value = list(value)  # whatever sequence the store made (list, tuple, array)
+            elif isinstance(value, float):
                 value = round(value, 6)
             elif isinstance(value, datetime):
                 value = value.isoformat(timespec="seconds")
             elif isinstance(value, date):
                 value = value.isoformat()
-            elif isinstance(value, list):
-                value = list(value)
             out[name] = value
         return out
 
@@ -79,6 +79,10 @@ def wire_fields() -> dict[str, tuple[Any, Any]]:
         default = ... if f.default is MISSING else f.default
         out[f.name] = (_WIRE_TYPES[str(f.type)], default)
     return out
+
+
+# (name, JSON type) of the wire fields, worked out once: as_dict runs for every recalled memory
+_WIRE_FIELDS: tuple[tuple[str, Any], ...] = tuple((name, spec[0]) for name, spec in wire_fields().items())
 
 
 def as_datetime(value: Any) -> datetime | None:
