@@ -59,16 +59,16 @@ print("acknowledged", flush=True)
 
 @pytest.fixture(scope="module")
 def pg_store(pg_conn: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Demo log, built; then four writer processes write while a build runs; built again."""
+    """Demo log landed; four writer processes write while the first build runs; built again (the
+    second build, incremental, loads what the first one's snapshot did not see)."""
     work = tmp_path_factory.mktemp("pg_work")
     store = PgMemoryStore(pg_conn, work_dir=work)
     assert store.ingest(DEMO_LOG).rows == 10
     assert store.ingest(DEMO_LOG).skipped  # the same bytes twice: skipped
-    store.build()
     conn_json = json.dumps(dataclasses.asdict(pg_conn))
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, conn_json, str(work), json.dumps(writer_rows(w))],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(4)]
-    store.build()  # concurrently with the writers: nobody waits, nothing is lost
+    store.build()  # concurrently with the writers: nobody waits, nothing is lost (checked after the next build)
     outputs = [p.communicate(timeout=300) for p in writers]
     assert [p.returncode for p in writers] == [0] * 4, outputs
     assert all("acknowledged" in out for out, _ in outputs)
@@ -154,29 +154,6 @@ def test_recall_errors_and_scoping(pg_store: Any) -> None:
     assert "User lives in Paris" in block
 
 
-def test_decay_as_of_and_access_reinforcement(pg_store: Any) -> None:
-    s = pg_store.conn.schema
-    hits = pg_store.recall("how should answers be formatted?", user_id="demo", top_k=1, min_sim=0.0, record_access=True)
-    assert len(hits) == 1
-    accessed = hits[0].memory_id
-    as_of = datetime(2027, 1, 1)
-    pg_store.build(vars={"as_of": as_of.strftime("%Y-%m-%d %H:%M:%S")})
-    assert pg_rows(pg_store.conn, f"select count(*) from {s}.stg_recall_events where memory_id = %s",
-                   [accessed])[0][0] == 1
-    rows = pg_rows(pg_store.conn, f"select memory_id, created_at, mention_count, access_count, strength,"
-                                  f" strength_as_of from {s}.long_term_memory")
-    assert rows and all(r[5] == as_of for r in rows)
-    checked = 0
-    for memory_id, created_at, mentions, accesses, strength, _ in rows:
-        if memory_id == accessed:
-            assert accesses == 1
-        if mentions == 1 and accesses == 0:
-            days = (as_of - created_at) / timedelta(days=1)
-            assert math.isclose(strength, max(0.3, 0.95 ** days), rel_tol=1e-9)
-            checked += 1
-    assert checked > 5
-
-
 def test_long_term_memory_has_an_hnsw_index(pg_store: Any) -> None:
     s = pg_store.conn.schema
     defs = [r[0] for r in pg_rows(pg_store.conn, "select indexdef from pg_indexes where schemaname = %s"
@@ -201,9 +178,14 @@ def tables_with(conn: Any, column: str) -> list[str]:
             if r[0] not in ("forget_landing", "stg_forget_requests")]
 
 
-def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
-    """Runs last (module order): forget one memory, then a whole user; a rebuild keeps both gone."""
+def test_forget_then_rebuild_as_of_with_access_reinforcement(pg_store: Any) -> None:
+    """Runs last but one (module order): a recall records an access; forget one memory, then a
+    whole user; one rebuild with a fixed as_of keeps both gone, loads the access (reinforcement)
+    and decays every strength as of as_of."""
     conn, s, q = pg_store.conn, pg_store.conn.schema, "where does the user live?"
+    hits = pg_store.recall("how should answers be formatted?", user_id="demo", top_k=1, min_sim=0.0, record_access=True)
+    assert len(hits) == 1
+    accessed = hits[0].memory_id
     paris = pg_rows(conn, f"select memory_id from {s}.long_term_memory where user_id = 'w3'"
                           " and content = 'User lives in Paris'")[0][0]
     filenode = f"select pg_relation_filenode('{s}.session_log_landing')"
@@ -228,8 +210,23 @@ def test_forget_memory_and_user_everywhere(pg_store: Any) -> None:
         assert pg_rows(conn, f"select count(*) from {s}.session_log_landing where message_id = 'w3-3'")[0][0] == 0
 
     gone()
-    pg_store.build()
+    as_of = datetime(2027, 1, 1)
+    pg_store.build(vars={"as_of": as_of.strftime("%Y-%m-%d %H:%M:%S")})
     gone()
+    # the access was loaded once and reinforces its memory; every strength is decayed as of as_of
+    assert pg_rows(conn, f"select count(*) from {s}.stg_recall_events where memory_id = %s", [accessed])[0][0] == 1
+    rows = pg_rows(conn, f"select memory_id, created_at, mention_count, access_count, strength,"
+                         f" strength_as_of from {s}.long_term_memory")
+    assert rows and all(r[5] == as_of for r in rows)
+    checked = 0
+    for memory_id, created_at, mentions, accesses, strength, _ in rows:
+        if memory_id == accessed:
+            assert accesses == 1
+        if mentions == 1 and accesses == 0:
+            days = (as_of - created_at) / timedelta(days=1)
+            assert math.isclose(strength, max(0.3, 0.95 ** days), rel_tol=1e-9)
+            checked += 1
+    assert checked > 5
     assert pg_store.recall(q, user_id="w0", min_sim=0.0) == []
     facts = [m.content for m in pg_store.recall(q, user_id="w3", top_k=10, min_sim=0.0, kinds=["fact"],
                                                  record_access=False)]
