@@ -1,5 +1,6 @@
-"""A second build with no new messages adds and re-embeds nothing; new messages are embedded
-once; strength is a function of (events, as_of), not of how many builds ran."""
+"""A build with no new messages adds and re-embeds nothing; new messages are embedded once;
+strength is a function of (events, as_of), not of how many builds ran; incremental consolidation
+ends where one full build ends."""
 
 from __future__ import annotations
 
@@ -19,36 +20,24 @@ def _state(store: MemoryStore) -> tuple:
     )[0]
 
 
-def test_second_build_is_a_noop_and_new_messages_embed_once(fresh_store: MemoryStore) -> None:
-    fresh_store.ingest(DEMO_LOG)
-    fresh_store.build()
-    first = _state(fresh_store)
-    assert first[0] > 0 and first[1] > 0
-    fresh_store.build(vars={"unchanged_build_max_age_hours": 0})  # a dbt run (a plain build would be skipped)
-    assert _state(fresh_store) == first, "a build with no new messages changed extraction or embeddings"
-
-    fresh_store.remember("demo", "I prefer answers in English.", session_id="s9", msg_seq=1,
-                         ts="2026-11-20 09:00:00", message_id="demo-s9-1")
-    fresh_store.build()
-    after = _state(fresh_store)
-    # one new message: an extracted preference and an episode, each embedded once
-    assert after[0] == first[0] + 2 and after[1] == first[1] + 2 and after[3] == first[3] + 1
-    assert after[2] > first[2]
-    # the old embeddings kept their embedded_at: only the new text was embedded
-    assert query(fresh_store, "select count(*) from int_memory_embeddings where embedded_at = ?", [first[2]])[0][0] == first[1]
-    sources = query(fresh_store, "select kind, source_message_ids from long_term_memory where content like '%English%'"
-                                 " order by kind")
-    assert sources == [("episode", ["demo-s9-1"]), ("preference", ["demo-s9-1"])]
+AS_OF = {"as_of": "2026-11-12 12:00:00"}  # the clock of every build here but the two earlier days: one parse
 
 
-def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:
+def test_builds_without_new_messages_change_nothing_new_messages_embed_once_and_strength_ignores_builds(
+        tmp_path) -> None:
+    """Daily builds with no new messages add and re-embed nothing and end with the strengths of one
+    build at the last day; then one new message is extracted and embedded once."""
     once = MemoryStore(tmp_path / "once" / "store.duckdb")
     daily = MemoryStore(tmp_path / "daily" / "store.duckdb")
     for s in (once, daily):
         s.ingest(DEMO_LOG)
-    for day in ("2026-11-10", "2026-11-11", "2026-11-12"):
-        daily.build(vars={"as_of": f"{day} 12:00:00"})
-    once.build(vars={"as_of": "2026-11-12 12:00:00"})
+    daily.build(vars={"as_of": "2026-11-10 12:00:00"})
+    first = _state(daily)
+    assert first[0] > 0 and first[1] > 0
+    for as_of in ({"as_of": "2026-11-11 12:00:00"}, AS_OF):  # dbt runs (new vars) with no new messages
+        daily.build(vars=as_of)
+        assert _state(daily) == first, "a build with no new messages changed extraction or embeddings"
+    once.build(vars=AS_OF)
     sql = "select memory_id, strength from long_term_memory order by memory_id"
     a, b = query(once, sql), query(daily, sql)
     assert a == b
@@ -57,20 +46,32 @@ def test_strength_is_the_same_after_one_build_or_daily_builds(tmp_path) -> None:
     demo_pref = query(once, "select memory_id from long_term_memory where content like '用户偏好%'")[0][0]
     assert abs(pref[demo_pref] - 0.95 ** (4 + 2 / 24)) < 1e-9
 
+    daily.remember("demo", "I prefer answers in English.", session_id="s9", msg_seq=1,
+                   ts="2026-11-12 09:00:00", message_id="demo-s9-1")
+    daily.build(vars=AS_OF)
+    after = _state(daily)
+    # one new message: an extracted preference and an episode, each embedded once
+    assert after[0] == first[0] + 2 and after[1] == first[1] + 2 and after[3] == first[3] + 1
+    assert after[2] > first[2]
+    # the old embeddings kept their embedded_at: only the new text was embedded
+    assert query(daily, "select count(*) from int_memory_embeddings where embedded_at = ?", [first[2]])[0][0] == first[1]
+    sources = query(daily, "select kind, source_message_ids from long_term_memory where content like '%English%'"
+                           " order by kind")
+    assert sources == [("episode", ["demo-s9-1"]), ("preference", ["demo-s9-1"])]
+
 
 BATCHES = [
-    [("s1", "2026-03-01 09:00:00", "I prefer tables."), ("s1", "2026-03-01 09:05:00", "I live in Lyon."),
-     ("s1", "2026-03-01 09:06:00", "I prefer dark mode.")],
+    [("s1", "2026-11-03 09:00:00", "I prefer tables."), ("s1", "2026-11-03 09:05:00", "I live in Lyon."),
+     ("s1", "2026-11-03 09:06:00", "I prefer dark mode.")],
     # a near-duplicate wording (joins the earlier memory), a repeat (the same candidate again),
     # a slot update (Paris supersedes Lyon), a new user
-    [("s2", "2026-03-08 09:00:00", "I prefer tables,"), ("s2", "2026-03-08 09:01:00", "I prefer dark mode."),
-     ("s2", "2026-03-08 09:05:00", "I moved to Paris."), ("s9", "2026-03-08 09:05:00", "I prefer green tea.")],
+    [("s2", "2026-11-06 09:00:00", "I prefer tables,"), ("s2", "2026-11-06 09:01:00", "I prefer dark mode."),
+     ("s2", "2026-11-06 09:05:00", "I moved to Paris."), ("s9", "2026-11-06 09:05:00", "I prefer green tea.")],
     # out of order: earlier than everything above (a new earliest candidate of existing memories:
     # the user is recomputed in full), and a statement the user makes again later
-    [("s0", "2026-02-20 09:00:00", "I prefer tables!"), ("s3", "2026-03-15 09:05:00", "I moved to Paris."),
-     ("s3", "2026-03-15 09:06:00", "I prefer tables , ")],
+    [("s0", "2026-11-01 09:00:00", "I prefer tables!"), ("s3", "2026-11-09 09:05:00", "I moved to Paris."),
+     ("s3", "2026-11-09 09:06:00", "I prefer tables , ")],
 ]
-AS_OF = {"as_of": "2026-03-20 09:00:00"}
 MEMORY_STATE = ("select memory_id, user_id, kind, slot, content, created_at, last_mentioned_at, mention_count,"
                 " source_message_ids, mentioned_at, merged_candidates, valid_to, list_sort(candidate_ids),"
                 " embedding = embedding from int_memories_consolidated order by memory_id")
