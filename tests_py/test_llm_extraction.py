@@ -144,31 +144,35 @@ def test_failed_batches_are_retried_next_build_and_tokens_are_ledgered(
     assert ledger[0] == (0, 3, 4, 0, 0, 0, 0)
     assert ledger[1] == (3, 0, 4, 4, 6, 400, 21)
 
-    # Build 3: nothing new; nothing is sent again.
-    fresh_store.build(vars=LLM_VARS)
-    assert len(fake_llm.requests) == 9
+    # Build 3: three new messages of u1 (two batches), the env URL gone: turned on through the dbt
+    # var alone, the endpoint too slow. Nothing of an ok batch is sent again, one batch per build
+    # is sent (the rest wait), and it fails with a timeout.
+    monkeypatch.delenv("AGENT_MEMORY_LLM_URL")
+    fresh_store.remember_many([
+        {"user_id": "u1", "session_id": "s3", "msg_seq": i, "role": "user", "content": text,
+         "ts": f"2026-11-21 08:0{i}:00", "message_id": f"u1-{4 + i}"}
+        for i, text in enumerate(["I own a red kayak", "My cat is called Mia", "I read before bed"], start=1)])
+    fake_llm.mode = "slow"
+    fresh_store.build(vars={**LLM_VARS, "llm_url": fake_llm.url + "/v1", "llm_max_retries": 0,
+                            "llm_max_batches_per_build": 1})
+    assert len(fake_llm.requests) == 10
+    assert [m["id"] for m in json.loads(fake_llm.requests[-1]["body"]["messages"][1]["content"])["messages"]] == [
+        "u1-5", "u1-6"]
+    rows = query(fresh_store, "select status, attempts, error, message_ids from int_llm_extraction_batches"
+                              " where attempted_at = (select max(attempted_at) from int_llm_extraction_batches)")
+    assert rows == [("failed", 1, "timed out after 1s", ["u1-5", "u1-6"])]
+    assert query(fresh_store, "select count(*) from long_term_memory where content like 'LLM:%'") == [(4,)]
     recalled = fresh_store.recall("what does the user do on Tuesdays?", user_id="u1", min_sim=0, record_access=False)
     assert recalled[0].content == "LLM: Tuesdays I swim in the fjord"
 
 
-def test_off_by_default_and_timeouts_are_recorded(
-    fresh_store: MemoryStore, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_off_by_default(fresh_store: MemoryStore, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENT_MEMORY_LLM_URL", raising=False)
     _messages(fresh_store)
-    fresh_store.build()
+    fresh_store.build(vars=LLM_VARS)  # LLM_VARS set no llm_url: the other builds' vars, one parse
     assert fake_llm.requests == []
     assert query(fresh_store, "select count(*) from int_llm_extraction_batches") == [(0,)]
     assert query(fresh_store, "select count(*) from long_term_memory where user_id = 'u1' and kind != 'episode'") == [(1,)]
-
-    # Turned on through the dbt var, the endpoint too slow: the batch fails with a timeout.
-    fake_llm.mode = "slow"
-    fresh_store.build(vars={**LLM_VARS, "llm_url": fake_llm.url + "/v1", "llm_max_retries": 0,
-                            "llm_max_batches_per_build": 1})
-    assert len(fake_llm.requests) == 1  # one batch per build, the rest wait
-    rows = query(fresh_store, "select status, attempts, error, message_ids from int_llm_extraction_batches")
-    assert rows == [("failed", 1, "timed out after 1s", ["u1-1", "u1-3"])]
-    assert query(fresh_store, "select count(*) from long_term_memory where content like 'LLM:%'") == [(0,)]
 
 
 def test_reply_parsing_and_batching(monkeypatch: pytest.MonkeyPatch) -> None:
