@@ -33,7 +33,7 @@ def landed_access_rows(store: MemoryStore) -> int:
 
 
 def test_writers_builder_and_reader_run_together(tmp_path: Path) -> None:
-    db = str(tmp_path / "busy.duckdb")
+    db = str(tmp_path / "store.duckdb")  # the name the suite's stores share: dbt's parse is shared (parse_cache.py)
     store = MemoryStore(db)
     for name in WRITERS:  # every user has a memory before the reader starts
         store.remember(name, "I prefer quiet mornings.", session_id="warmup", msg_seq=0, message_id=f"{name}-warm")
