@@ -8,12 +8,14 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from recall_shim import MemoryStore
 from recall_shim.serving.index import index_dir
 from recall_shim.serving.published import ready_snapshots
 from recall_shim.serving.snapshot import connect_snapshot
 
-from .conftest import query
+from .conftest import copy_store, query
 from .test_concurrency import read_log, spawn
 
 
@@ -61,7 +63,12 @@ def unpublished(store: MemoryStore) -> list[str]:
     return sorted(p.name for p in store.paths.serving.glob("snap-*.duckdb") if not p.with_suffix(".ready").exists())
 
 
-def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def killed_writers_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryStore, list[Path]]:
+    """Writers killed with -9 mid-write, a torn temp file, then user "u"'s "I prefer green tea."
+    (message m0) and one build: the store test_killed_writers_lose_no_acknowledged_write checks,
+    and the built template the later tests copy (the first build of each)."""
+    tmp_path = tmp_path_factory.mktemp("killed-writers")
     store = MemoryStore(tmp_path / "store.duckdb")
     logs = []
     for n, delay in enumerate((0.2, 0.55, 0.9)):
@@ -77,25 +84,34 @@ def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path) -> None:
     # what a kill between write and rename leaves behind: a torn hidden temp file
     (store.paths.messages / ".20261130T000000000000-deadbeef0000.jsonl.tmp").write_text(
         '{"landing_id": "torn", "user_id": "k0", "content": "I prefer hal')
+    store.remember("u", "I prefer green tea.", message_id="m0")
     store.build()
+    return store, logs
+
+
+def landed_lines(store: MemoryStore) -> int:
+    return sum(len(f.read_text().splitlines()) for f in store.paths.messages.glob("*.jsonl"))
+
+
+def test_killed_writers_lose_no_acknowledged_write(killed_writers_store: tuple[MemoryStore, list[Path]]) -> None:
+    store, logs = killed_writers_store
     acked = acked_ids(*logs)
     assert acked
     loaded = {r[0] for r in query(store, "select message_id from session_messages")}
     assert [m for m in acked if m not in loaded] == []
     print(f"kill -9 writers: {len(acked)} acknowledged writes, {sum(m in loaded for m in acked)} present after the build")
-    landed_lines = sum(len(f.read_text().splitlines()) for f in store.paths.messages.glob("*.jsonl"))
-    assert query(store, "select count(*) from session_log")[0][0] == landed_lines
+    assert query(store, "select count(*) from session_log")[0][0] == landed_lines(store)
     assert query(store, "select count(*) from session_log where landing_id = 'torn'")[0][0] == 0
 
 
 TOPICS = ("jazz", "sushi", "chess")
 
 
-def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "store.duckdb")
-    store.remember("u", "I prefer green tea.", message_id="m0")
-    first = store.build().snapshot
-    assert first is not None
+def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(
+        tmp_path: Path, killed_writers_store: tuple[MemoryStore, list[Path]]) -> None:
+    # a copy of the built template: "I prefer green tea." (m0) of user u built and published
+    store = MemoryStore(copy_store(killed_writers_store[0].paths.db, tmp_path / "store"))
+    first = str(ready_snapshots(store.paths)[-1])
     acked = ["m0"]
     caught_publish = False
     # kill dbt at fixed moments of a build, then once while it writes the snapshot file
@@ -151,17 +167,18 @@ def test_killed_dbt_never_exposes_a_half_snapshot_and_the_next_build_recovers(tm
     assert result.snapshot is not None and Path(result.snapshot) == ready_snapshots(store.paths)[-1]
     loaded = {r[0] for r in query(store, "select message_id from session_messages")}
     assert [m for m in acked if m not in loaded] == []
-    assert query(store, "select count(*) from session_log")[0][0] == len(acked)
+    assert query(store, "select count(*) from session_log where user_id = 'u'")[0][0] == len(acked)
+    assert query(store, "select count(*) from session_log")[0][0] == landed_lines(store)  # nothing loaded twice
     assert unpublished(store) == [], "prune left a half-written snapshot behind"
     contents = {h.content for h in store.recall("hobbies", user_id="u", top_k=10, min_sim=-1, kinds=["preference"],
                                                 record_access=False)}
     assert {f"User likes {t}" for t in TOPICS} <= contents  # "I like jazz." (clause-level extraction)
 
 
-def test_killed_builder_process_does_not_let_two_dbt_runs_collide(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "store.duckdb")
-    store.remember("u", "I prefer green tea.", message_id="m0")
-    store.build()
+def test_killed_builder_process_does_not_let_two_dbt_runs_collide(
+        tmp_path: Path, killed_writers_store: tuple[MemoryStore, list[Path]]) -> None:
+    # a copy of the built template: "I prefer green tea." (m0) of user u built
+    store = MemoryStore(copy_store(killed_writers_store[0].paths.db, tmp_path / "store"))
     store.remember("u", "I live in Bergen.", message_id="m1")
     builder = spawn("builder", str(store.paths.db), str(tmp_path / "builds.jsonl"), "1", "-")
     dbt = wait_for_dbt(builder.pid)
@@ -171,4 +188,5 @@ def test_killed_builder_process_does_not_let_two_dbt_runs_collide(tmp_path: Path
     result = store.build()  # waits for the orphan's lock instead of failing on the warehouse lock
     wait_gone(dbt)
     assert result.snapshot is not None
-    assert {r[0] for r in query(store, "select message_id from session_messages")} == {"m0", "m1", "m2"}
+    loaded = {r[0] for r in query(store, "select message_id from session_messages where user_id = 'u'")}
+    assert loaded == {"m0", "m1", "m2"}
