@@ -1,13 +1,18 @@
 """Layered serving snapshots (docs/serving.md "Layered snapshots"): an incremental build publishes a
 delta (the memories written since the previous snapshot, their term-index rows, every current
 memory's strength) whose views serve exactly what the warehouse holds; compaction publishes a new
-base; prune keeps the layers a kept snapshot reads; forget leaves nothing forgotten in any layer."""
+base; prune keeps the layers a kept snapshot reads; forget leaves nothing forgotten in any layer.
+
+One store is built step by step once (fixture ``steps``: a base, a base compacted by share, three
+deltas); a copy of the whole store after each build keeps that step's state, which the tests check,
+or copy again to go on from it (a forced base, a forget, missing layer files)."""
 
 from __future__ import annotations
 
 import os
 import re
 from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -24,6 +29,11 @@ from .test_forget import files_containing, tables_containing
 # strength as of tomorrow: the recall events the tests land now reinforce, and every build of a test
 # computes strength at the same moment (so a forced base equals the deltas)
 AS_OF = {"as_of": (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")}
+# the run settings of the file's builds: two --vars in all, so dbt parses twice (builds with the same
+# vars share the parse). LAYERS: a chain of 4 layers (base included) is compacted into a base (a chain
+# of 1, 2 or 3 gets a delta); SHARE: deltas past 1% of the base's rows are compacted into a base.
+LAYERS = {**AS_OF, "serving_max_layers": 4}
+SHARE = {**AS_OF, "serving_compact_share": 0.01}
 THINGS = ["green tea", "dark mode", "short answers", "tables", "python scripts", "hiking trips", "jazz records",
           "rainy days", "sushi dinners", "chess puzzles", "board games", "mountain bikes"]
 QUERIES = ["what drink do I like?", "where do I live?", "which music do I enjoy?", "what do I like to eat?"]
@@ -49,9 +59,9 @@ def _base_rows() -> list[tuple[str, str, str, str]]:
     return [*rows, ("u0", "lyon", "2026-03-01 10:00:00", "I live in Lyon.")]
 
 
-def _build(store: MemoryStore, **vars: object) -> tuple[Path, str, float]:
-    """Build; return the published snapshot, its kind line and the publish hook's seconds."""
-    result = store.build(vars={**AS_OF, **vars})
+def _build(store: MemoryStore, vars: dict[str, object]) -> tuple[Path, str, float]:
+    """Build with ``vars``; return the published snapshot, its kind line and the publish hook's seconds."""
+    result = store.build(vars=vars)
     out = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
     kind = re.findall(r"serving snapshot kind: (.*)", out)
     secs = re.findall(r"OK hook: agent_memory\.on-run-end\.1 \.+ \[OK in ([0-9.]+)s\]", out)
@@ -107,38 +117,73 @@ def _recall_all(store: MemoryStore) -> list:
 ZB = ("u2", "zb", "2026-03-01 11:00:00", "I prefer zanzibarian marmalade every morning.")
 
 
+@dataclass(frozen=True)
+class Step:
+    """One build of the ``steps`` store: the copy of the whole store made right after it (its
+    warehouse file), the snapshot it published (a file name), its kind line, the publish hook's seconds."""
+    db: Path
+    snapshot: str
+    kind: str
+    secs: float
+
+    def store(self, dest: Path) -> tuple[MemoryStore, Path]:
+        """A new copy of this step's store in ``dest``, and the path of this step's snapshot in it."""
+        store = MemoryStore(copy_store(self.db, dest))
+        return store, store.paths.serving / self.snapshot
+
+
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, float]:
-    """The base rows (and u2's marker) built once: its warehouse, first snapshot (a base), kind line
-    and publish seconds. Every test builds on a copy of it (``_copy``)."""
-    store = MemoryStore(tmp_path_factory.mktemp("layers") / "s.duckdb")
+def steps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Step]:
+    """One store built five times, each build's state kept in a copy (``Step``); nothing is checked
+    here, the tests check every step.
+    base: the base rows and u2's marker (ZB), vars LAYERS: the first build publishes a base.
+    share: one new memory of u1, vars SHARE: the delta would be past 1% of the base, so a base.
+    d1: u0's recall events (strength changes at this build), a new memory of u2 (the forget's second
+      marker) and u0's slot change (Paris supersedes Lyon), vars LAYERS: a delta over 1 layer.
+    d2: u1's recall events, a new memory of u2, vars LAYERS: a delta over 2 layers.
+    d3: nothing new, vars LAYERS: a delta of zero memories (strengths only) over 3 layers."""
+    root = tmp_path_factory.mktemp("layers")
+    store = MemoryStore(root / "build" / "s.duckdb")
+    out: dict[str, Step] = {}
+
+    def build(name: str, vars: dict[str, object]) -> None:
+        snap, kind, secs = _build(store, vars)
+        out[name] = Step(copy_store(store.paths.db, root / name), snap.name, kind, secs)
+
     _land(store, [*_base_rows(), ZB])
-    base, kind, secs = _build(store)
+    build("base", LAYERS)
+    _land(store, [("u1", "n1", "2026-03-08 09:00:00", "I prefer salsa dancing over most things.")])
+    build("share", SHARE)
+    for q in QUERIES:
+        store.recall(q, user_id="u0", min_sim=0.0, record_access=True)
+    _land(store, [("u2", "zd", "2026-03-08 09:00:00", "I prefer quixotical lemonade every evening."),
+                  ("u0", "paris", "2026-03-08 10:00:00", "I moved to Paris.")])
+    build("d1", LAYERS)
+    for q in QUERIES:
+        store.recall(q, user_id="u1", min_sim=0.0, record_access=True)
+    _land(store, [("u2", "n2", "2026-03-09 09:00:00", "I prefer vinyl records over most things.")])
+    build("d2", LAYERS)
+    build("d3", LAYERS)
     store.close()
-    return store.paths.db, base.name, kind, secs
+    return out
 
 
-def _copy(template: tuple[Path, str, str, float], tmp_path: Path) -> tuple[MemoryStore, Path]:
-    """A copy of the template store and the path of its base snapshot in the copy."""
-    store = MemoryStore(copy_store(template[0], tmp_path))
-    return store, store.paths.serving / template[1]
-
-
-def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path, str, str, float],
-                                                           tmp_path: Path) -> None:
-    store, base = _copy(template, tmp_path)
-    kind, base_secs = template[2], template[3]
+def test_deltas_serve_the_warehouse_and_recall_like_a_base(steps: dict[str, Step], tmp_path: Path) -> None:
+    wh, base = steps["base"].store(tmp_path / "base")
+    kind, base_secs = steps["base"].kind, steps["base"].secs
     assert kind.startswith("base (no previous snapshot)")
     assert [r[5] for r in _layers(base)] == ["base"]
-    _assert_serves_warehouse(store, base)
+    _assert_serves_warehouse(wh, base)
+
+    # the base the deltas build on (compacted by share: test_compaction_prune_and_missing_layers)
+    wh, base = steps["share"].store(tmp_path / "share")
+    assert steps["share"].kind.startswith("base (")
+    _assert_serves_warehouse(wh, base)
     base_ltm = {r[0]: r for r in _served(base, f"select {NON_STRENGTH}, (strength, access_count) from long_term_memory")}
 
     # recall events (strength changes at the next build), a new memory and a slot change
-    for q in QUERIES:
-        store.recall(q, user_id="u0", min_sim=0.0, record_access=True)
-    _land(store, [("u1", "n1", "2026-03-08 09:00:00", "I prefer salsa dancing over most things."),
-                  ("u0", "paris", "2026-03-08 10:00:00", "I moved to Paris.")])
-    d1, kind, delta_secs = _build(store)
+    store, d1 = steps["d1"].store(tmp_path / "d1")
+    kind, delta_secs = steps["d1"].kind, steps["d1"].secs
     assert kind.startswith("delta"), kind
     layers = _layers(d1)
     assert [(r[0], r[5]) for r in layers] == [(0, "base"), (1, "delta")]
@@ -162,19 +207,21 @@ def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path,
     moved = [m for m in current if m in base_ltm and m not in delta_ids and base_ltm[m][-1] != current[m][-1]]
     assert moved and any(base_ltm[m][-1][0] != current[m][-1][0] for m in moved)
 
-    # a second delta on top of the first
-    for q in QUERIES:
-        store.recall(q, user_id="u1", min_sim=0.0, record_access=True)
-    _land(store, [("u2", "n2", "2026-03-09 09:00:00", "I prefer vinyl records over most things.")])
-    d2, kind, _ = _build(store)
-    assert kind.startswith("delta") and [r[5] for r in _layers(d2)] == ["base", "delta", "delta"]
+    # a second delta on top of the first (recall events of u1 and a new memory), and a third
+    # (nothing new): chains of 2 and 3 layers, below serving_max_layers (4)
+    store, d2 = steps["d2"].store(tmp_path / "d2")
+    assert steps["d2"].kind.startswith("delta") and [r[5] for r in _layers(d2)] == ["base", "delta", "delta"]
     _assert_serves_warehouse(store, d2)
+    store, d3 = steps["d3"].store(tmp_path / "d3")
+    assert steps["d3"].kind.startswith("delta") and [r[5] for r in _layers(d3)] == ["base", "delta", "delta", "delta"]
+    _assert_serves_warehouse(store, d3)
     got = _recall_all(store)
-    assert store.snapshot_path == d2 and store._reader.indexed
+    assert store.snapshot_path == d3 and store._reader.indexed
 
-    # a base forced over the same warehouse state serves the same recall (index and compiled paths)
-    b2, kind, _ = _build(store, serving_max_layers=1)
-    assert kind.startswith("base (3 layers"), kind
+    # a base forced over the same warehouse state serves the same recall (index and compiled paths):
+    # the chain has 4 layers, serving_max_layers
+    b2, kind, _ = _build(store, LAYERS)
+    assert kind.startswith("base (4 layers (serving_max_layers)"), kind
     _assert_serves_warehouse(store, b2)
     want = _recall_all(store)
     assert store.snapshot_path == b2
@@ -182,31 +229,29 @@ def test_deltas_serve_the_warehouse_and_recall_like_a_base(template: tuple[Path,
     print(f"publish hook: base {base_secs:.2f}s, delta {delta_secs:.2f}s")
 
 
-def test_compaction_prune_and_missing_layers(template: tuple[Path, str, str, float], tmp_path: Path) -> None:
-    store, base = _copy(template, tmp_path)
-    # serving_max_layers: base + one delta (no new messages: a delta of zero memories, strengths
-    # only) is a chain of 2 layers, so the next publish is a base
-    snap, kind, _ = _build(store, serving_max_layers=2)
-    assert kind.startswith("delta") and _layers(snap)[-1][3] == 0
-    snap, kind, _ = _build(store, serving_max_layers=2)
-    assert kind.startswith("base (2 layers"), kind
-    _assert_serves_warehouse(store, snap)
+def test_compaction_prune_and_missing_layers(steps: dict[str, Step], tmp_path: Path) -> None:
+    # serving_max_layers: test_deltas_serve_the_warehouse_and_recall_like_a_base (chains of 1, 2
+    # and 3 layers get a delta, one of 4 a base)
     # serving_compact_share: a delta of one new memory over a base of ~37 rows is past 1%
     # (--full-refresh publishes a base too: checked in test_incremental.py)
-    _land(store, [("u1", "n1", "2026-03-08 09:00:00", "I prefer salsa dancing over most things.")])
-    snap2, kind, _ = _build(store, serving_compact_share=0.01)
+    wh, snap2 = steps["share"].store(tmp_path / "share")
+    kind = steps["share"].kind
     assert kind.startswith("base (") and "serving_compact_share" in kind, kind
+    _assert_serves_warehouse(wh, snap2)
+    # no new messages: a delta of zero memories (strengths only)
+    store, d3 = steps["d3"].store(tmp_path / "d3")
+    assert steps["d3"].kind.startswith("delta") and _layers(d3)[-1][3] == 0
 
     # prune: keep the newest 3 snapshots and every layer they read (with its marker)
-    chain = [snap2]
-    for _ in range(3):
-        snap, kind, _ = _build(store)
-        assert kind.startswith("delta")
-        chain.append(snap)
+    chain = [store.paths.serving / snap2.name]  # the base compacted by share, in the copy of d3's store
+    for name in ("d1", "d2", "d3"):
+        assert steps[name].kind.startswith("delta")
+        chain.append(store.paths.serving / steps[name].snapshot)
     names = set(os.listdir(store.paths.serving))
     for s in chain:  # the base is 4 snapshots old but read by every kept delta
         assert s.name in names and s.with_suffix(".ready").name in names
     assert [r[1] for r in _layers(chain[-1])] == [s.name for s in chain]
+    assert steps["base"].snapshot not in names
     assert not [n for n in names if n.endswith(".duckdb") and n < chain[0].name], "older snapshots not pruned"
     assert chain[-1].with_suffix(".index").name in names
     assert chain[0].with_suffix(".index").name not in names, "the index of a snapshot kept only as a layer"
@@ -227,22 +272,18 @@ def test_compaction_prune_and_missing_layers(template: tuple[Path, str, str, flo
     chain[0].unlink()
     with pytest.raises(StoreNotBuilt):
         MemoryStore(store.paths.db).recall(QUERIES[0], user_id="u0", record_access=False)
-    snap, kind, _ = _build(store)
+    snap, kind, _ = _build(store, LAYERS)
     assert kind.startswith("base (layer file(s) missing"), kind
     _assert_serves_warehouse(store, snap)
     assert ready_snapshots(store.paths)[-1] == snap
 
 
-def test_forget_leaves_nothing_in_any_layer(template: tuple[Path, str, str, float], tmp_path: Path) -> None:
-    store, _ = _copy(template, tmp_path)
-    _land(store, [("u2", "zd", "2026-03-08 09:00:00", "I prefer quixotical lemonade every evening.")])
-    d1, kind, _ = _build(store)
-    assert kind.startswith("delta")
-    _land(store, [("u1", "n1", "2026-03-09 09:00:00", "I prefer salsa dancing over most things.")])
-    d2, kind, _ = _build(store)
-    assert kind.startswith("delta")
+def test_forget_leaves_nothing_in_any_layer(steps: dict[str, Step], tmp_path: Path) -> None:
+    store, d3 = steps["d3"].store(tmp_path)
+    d1 = store.paths.serving / steps["d1"].snapshot
+    assert [r[5] for r in _layers(d3)] == ["base", "delta", "delta", "delta"] and _layers(d3)[1][1] == d1.name
     for marker in ("zanzibarian", "quixotical"):  # one in the base, one in the first delta
-        assert any(marker in r[0] for r in _served(d2, "select content from long_term_memory where user_id = 'u2'"))
+        assert any(marker in r[0] for r in _served(d3, "select content from long_term_memory where user_id = 'u2'"))
 
     store.forget(user_id="u2")
     serving = [f for f in store.paths.serving.rglob("*") if f.is_file()]
@@ -257,8 +298,8 @@ def test_forget_leaves_nothing_in_any_layer(template: tuple[Path, str, str, floa
     assert d1.name not in os.listdir(store.paths.serving)
     _assert_serves_warehouse(store, snap)
     # the next build publishes a delta over the purged base; still nothing of u2
-    _land(store, [("u1", "n2", "2026-03-10 09:00:00", "I prefer rowing boats over most things.")])
-    nxt, kind, _ = _build(store)
+    _land(store, [("u1", "n3", "2026-03-10 09:00:00", "I prefer rowing boats over most things.")])
+    nxt, kind, _ = _build(store, LAYERS)
     assert kind.startswith("delta"), kind
     _assert_serves_warehouse(store, nxt)
     assert not [f for f in files_containing(store, "quixotical") if ".serving" in f]
