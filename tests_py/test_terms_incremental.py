@@ -42,9 +42,12 @@ def embed(work: dict, texts: list[str]) -> list[list[float]]:
 
 
 def first_rows(work: dict) -> dict[str, list]:
+    """The first snapshot's rows; their contents cycle through 600 generated sentences (embedding
+    is the costly part), so most recur, within a user and across users."""
     counts = {"big": 1200, "small": 300, "tiny": 4, "leaver": 20}
     users = [u for u in USERS for _ in range(counts[u])]
-    text = sentences(len(users), 21)
+    pool = sentences(600, 30)  # 10,225 postings (step 2 reuses over 10,000 of them)
+    text = [pool[i % len(pool)] for i in range(len(users))]
     text[5] = "the axolotl prefers green tea"  # the only memory with 'axolotl': the term leaves with its edit
     return {
         "memory_id": [f"m{i:05d}" for i in range(len(users))],
@@ -63,6 +66,7 @@ def edit(work: dict, rows: dict[str, list], *, drop: frozenset[str] | set[str] =
          add: list[tuple[str, str, str]] = ()) -> dict[str, list]:
     """The next snapshot's rows: ``drop`` memory ids, ``change`` contents (same id), ``move`` to
     another user, ``add`` (memory_id, user, content); strength decays for every row."""
+    embed(work, [*(change or {}).values(), *(content for _, _, content in add)])  # the new contents, in one batch
     out = {k: [] for k in rows}
     for i, mid in enumerate(rows["memory_id"]):
         if mid in drop:
@@ -160,9 +164,11 @@ def test_incremental_term_postings_equal_a_full_build(work: dict, tmp_path: Path
     assert got["reused_postings"] == got["postings"]
     assert check_recall(store, snap4, ["big", "small", "tiny", "newbie"]) > 100
 
-    # 5: most memories changed: a full read
-    fifth = edit(work, third, change={m: c + " again" for m, c in zip(third["memory_id"][::2], third["content"][::2])}
-                 | {m: c + " anew" for m, c in zip(third["memory_id"][1::2], third["content"][1::2])})
+    # 5: most memories changed (each takes the next one's content, already embedded): a full read
+    contents = third["content"]
+    fifth = edit(work, third, change={m: c for m, c, own in zip(third["memory_id"], contents[1:] + contents[:1], contents)
+                                      if c != own})
+    assert sum(a != b for a, b in zip(fifth["content"], contents)) > 0.9 * len(contents)
     _, got = step(store, work, 5, fifth, index_dir(snap4))
     assert not got["incremental"]
 
