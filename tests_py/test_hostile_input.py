@@ -2,8 +2,9 @@
 its memory recalled verbatim, in its user's scope only) or rejected with a reason and kept in
 session_log_rejects; recall never raises anything but recall_shim errors.
 
-Builds are the expensive part, so one hypothesis example is one batch of ~100-150 generated rows,
-built once and checked row by row; recall examples run against one built store."""
+Builds are the expensive part, so the three batches of ~100-150 generated rows hypothesis draws
+land in one store, built once, and are checked row by row; recall examples run against one built
+store."""
 
 from __future__ import annotations
 
@@ -96,17 +97,22 @@ def expected_memory(row: dict[str, Any]) -> str | None:
     if row["form"] != "pref" or SPLIT & set(row["payload"]) or len(row["content"]) > 1000:
         return None
     memory = "User prefers " + row["content"][len("I prefer "):]
-    while memory and unicodedata.category(memory[-1]).startswith("Z"):  # trailing spaces of any kind
-        memory = memory[:-1]  # (\pZ: U+0020, U+00A0, U+3000, ...) are trimmed, as in the extraction
-    return memory
+    while memory and unicodedata.category(memory[-1]) == "Zs":  # trailing spaces of any kind (\p{Zs}:
+        memory = memory[:-1]  # U+0020, U+00A0, U+3000, ...) are trimmed, as DuckDB's trim() in the
+    return memory  # extraction does; the line and paragraph separators (U+2028, U+2029) are kept
 
 
-def materialise(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def materialise(batches: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The generated batches' rows (batch ``b``, row ``i``: message id ``h{b}-{i}``, content
+    ``...zq{b}n{i}x<payload>``, session ``s{b}``), then the fixed cases."""
     out = []
-    for i, r in enumerate(batch):
-        content = {"pref": f"I prefer zq{i}x{r['payload']}", "raw": f"zq{i}x{r['payload']}", "blank": r["blank"]}[r["form"]]
-        out.append({**r, "content": content, "message_id": f"h-{i}", "session_id": "s", "msg_seq": i, "role": "user"})
-    fixed = [  # always in the batch: the cases a generator rarely reaches
+    for b, batch in enumerate(batches):
+        for i, r in enumerate(batch):
+            tag = f"zq{b}n{i}x{r['payload']}"
+            content = {"pref": f"I prefer {tag}", "raw": tag, "blank": r["blank"]}[r["form"]]
+            out.append({**r, "content": content, "message_id": f"h{b}-{i}", "session_id": f"s{b}", "msg_seq": i,
+                        "role": "user"})
+    fixed = [  # always in the store: the cases a generator rarely reaches
         ("I prefer " + "x" * 1_000_000, "alice", BASE_TS.isoformat(sep=" "), True),  # 1 MB
         ("I prefer zq\x00tea", "alice", BASE_TS.isoformat(sep=" "), True),
         ("I prefer zqnul-user", "nul\x00user", BASE_TS.isoformat(sep=" "), True),
@@ -115,17 +121,31 @@ def materialise(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ("I prefer zq👩‍👩‍👧 and \u202eevil", "robert'); drop table session_log;--", BASE_TS.isoformat(sep=" "), True),
     ]
     for j, (content, user, ts, ok) in enumerate(fixed):
-        n = len(out)
         out.append({"user_id": user, "payload": content[len("I prefer "):], "form": "pref", "content": content, "ts": ts,
-                    "ts_ok": ok, "message_id": f"h-{n}", "session_id": "s", "msg_seq": n, "role": "user"})
+                    "ts_ok": ok, "message_id": f"h-fixed-{j}", "session_id": "s", "msg_seq": j, "role": "user"})
     return out
 
 
-@settings(max_examples=3, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=list(HealthCheck))
-@given(batch=st.lists(rows(), min_size=100, max_size=150))
-def test_hostile_rows_are_stored_verbatim_or_rejected_with_reason(batch: list[dict[str, Any]]) -> None:
-    rows_ = materialise(batch)
+def generated_batches() -> list[list[dict[str, Any]]]:
+    """Three batches of 100-150 rows drawn by hypothesis (derandomized: the same every run)."""
+    batches: list[list[dict[str, Any]]] = []
+
+    @settings(max_examples=3, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+              suppress_health_check=list(HealthCheck), database=None)
+    @given(batch=st.lists(rows(), min_size=100, max_size=150))
+    def draw(batch: list[dict[str, Any]]) -> None:
+        batches.append(batch)
+
+    draw()
+    return batches
+
+
+def test_hostile_rows_are_stored_verbatim_or_rejected_with_reason() -> None:
+    """The rows of three generated batches land in one store, built once, and are checked row by
+    row (one build instead of one per batch)."""
+    batches = generated_batches()
+    assert len(batches) == 3 and all(100 <= len(b) <= 150 for b in batches)
+    rows_ = materialise(batches)
     with tempfile.TemporaryDirectory() as tmp:
         store = MemoryStore(Path(tmp) / "store.duckdb")
         # a file: rows the door refuses (ids breaking the id rule, content over the limit) land as
