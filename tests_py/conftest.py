@@ -19,13 +19,13 @@ DEMO_LOG = ROOT / "demo" / "session_log.jsonl"
 # runs `--dist loadfile --no-loadscope-reorder`: xdist hands whole files to the two workers in
 # collection order, so these start first and the many short files fill the gaps at the end (a
 # long file handed out last leaves the other worker idle). Only the order changes, never a test.
-SLOW_FIRST = (  # measured 2026-12-06: 168 s for the first down to 33 s for the last
-    "test_serving_layers.py", "test_incremental.py", "test_crash_safety.py", "test_unchanged_build.py",
-    "test_postgres.py", "test_hybrid_index.py", "test_forget.py", "test_terms_incremental.py", "test_parse_cache.py",
-    "test_hot_tail.py", "test_postgres_incremental.py", "test_wheel_install.py", "test_retention.py",
-    "test_llm_extraction.py", "test_concurrency.py", "test_server.py", "test_hostile_input.py", "test_isolation.py",
-    "test_security_disk_failures.py", "test_postgres_serving.py", "test_postgres_tail.py",
-    "test_security_forget_scope.py", "test_security_races.py", "test_postgres_user_cache.py", "test_index.py",
+SLOW_FIRST = (  # measured 2026-12-06 (.ci/run, junit): 132 s for the first down to 26 s for the last
+    "test_incremental.py", "test_unchanged_build.py", "test_serving_layers.py", "test_postgres.py",
+    "test_crash_safety.py", "test_retention.py", "test_hybrid_index.py", "test_postgres_incremental.py",
+    "test_hot_tail.py", "test_wheel_install.py", "test_parse_cache.py", "test_llm_extraction.py", "test_concurrency.py",
+    "test_server.py", "test_forget.py", "test_index.py", "test_security_races.py", "test_postgres_user_cache.py",
+    "test_postgres_serving.py", "test_terms_incremental.py", "test_security_disk_failures.py", "test_postgres_tail.py",
+    "test_security_forget_scope.py", "test_postgres_index.py", "test_isolation.py",
 )
 
 
