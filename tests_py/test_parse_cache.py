@@ -1,9 +1,11 @@
 """dbt's parse is shared between stores (recall_shim/build/parse_cache.py): the first build of a
 new store reuses another store's parse, builds the same data, and a broken cache entry costs a
-parse, never a build."""
+parse, never a build. The parse of another copy of the project (its absolute seed paths) is never
+reused."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from recall_shim import MemoryStore
 from recall_shim.build.parse_cache import CACHE_ENV
 
-from .conftest import query
+from .conftest import ROOT, query
 
 LOG = [
     {"user_id": "ann", "session_id": "s1", "msg_seq": 1, "role": "user", "content": "I'm allergic to peanuts.",
@@ -61,3 +63,14 @@ def test_a_new_store_reuses_the_parse_and_a_broken_entry_costs_only_a_parse(tmp_
     assert log.read_text(encoding="utf-8").count("Unable to do partial parsing") == 2, "the parse was not reused"
     assert "User lives in Bergen" in {r[0] for r in query(store, "select content from long_term_memory")}
 
+    # another copy of the project (another checkout, another environment's installed package) with
+    # the same files: its parse holds other absolute paths (seed files), so it is never seeded
+    # from this copy's, which would read this copy's seeds or fail once this copy is gone
+    copy = tmp_path / "project-copy"
+    copy.mkdir()
+    for part in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "snapshots", "tests", "analyses"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, copy / part)
+    monkeypatch.setenv("AGENT_MEMORY_PROJECT", str(copy))
+    copy_log, copied = _build(tmp_path / "d")
+    assert "Starting full parse" in copy_log, "the parse of another project folder was seeded"
+    assert copied == first

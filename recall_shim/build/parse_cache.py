@@ -6,7 +6,7 @@ can change a parse is unchanged: dbt's version, the project's files, ``--vars``,
 connection settings and the environment variables the project reads. Every store has its own
 target folder, so each new store parsed the project from scratch. This module keeps the newest
 parse of each *parse key* (the settings dbt compares that vary between stores: the store's file
-name, ``--vars``, the target) in one cache folder and seeds a store's target folder with it
+name, ``--vars``, the target; and the project folder, since a parse holds absolute paths) in one cache folder and seeds a store's target folder with it
 before dbt runs. The target folder records the key of the parse it holds (``partial_parse.key``),
 so a store whose builds alternate run settings (a plain build, then one with ``as_of``, then a
 plain one again) gets the parse of each setting back instead of parsing on every change. dbt
@@ -32,6 +32,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
+from recall_shim.common.paths import project_dir
+
 __all__ = ["CACHE_ENV", "cache_dir", "parse_key", "seed_parse", "keep_parse"]
 
 CACHE_ENV = "AGENT_MEMORY_PARSE_CACHE"
@@ -51,9 +53,13 @@ def cache_dir() -> Path:
 
 
 def parse_key(target: str, name: str, vars: Mapping[str, Any] | None, connection: Mapping[str, str] | None = None) -> str:
-    """The key of the parse dbt would make for ``target`` with the store named ``name``, run
-    settings ``vars`` and (PostgreSQL) the connection settings ``connection``."""
-    blob = json.dumps([target, name, dict(vars or {}), dict(connection or {})], sort_keys=True, default=str)
+    """The key of the parse dbt would make of this project folder for ``target`` with the store
+    named ``name``, run settings ``vars`` and (PostgreSQL) the connection settings ``connection``.
+    The folder is part of the key: a parse holds absolute paths (a seed's file), so the parse of
+    another copy of the project (another checkout, another environment's installed package) is
+    never seeded, even when dbt would find every file unchanged."""
+    blob = json.dumps([str(project_dir()), target, name, dict(vars or {}), dict(connection or {})], sort_keys=True,
+                      default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
 
