@@ -80,6 +80,31 @@ def materialize_base(snapshot: Path, work: Path, file: str) -> None:
         con.close()
 
 
+def _restat_owners(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute the BM25 statistics (``memory_term_stats``) of the users a forget left with term
+    rows but no statistics: the forget's rules delete a per-user aggregate's rows of the owner
+    (the warehouse rebuilds them at the next build), and without them the served lexical scores of
+    the owner's remaining memories were computed over no document until that build. The published
+    ``tail_term_stats`` statement (the build's ``memory_term_stats_rows`` macro, compiled) computes
+    them over the owner's remaining ``memory_term_index`` rows, as the build will."""
+    tables = {r[0] for r in con.execute("select table_name from information_schema.tables"
+                                        " where table_schema = 'main'").fetchall()}
+    if not {"memory_term_stats", "memory_term_index", "recall_queries"} <= tables:
+        return
+    sql = con.execute("select sql_text from recall_queries where query_name = 'tail_term_stats'").fetchall()
+    if not sql:
+        return
+    con.execute("create or replace temp view tail_term_rows as select memory_id, user_id, term, doc_len"
+                " from memory_term_index where user_id in (select user_id from memory_term_index"
+                " except select user_id from memory_term_stats)")
+    have = {r[0] for r in con.execute("select column_name from information_schema.columns"
+                                      " where table_schema = 'main' and table_name = 'memory_term_stats'").fetchall()}
+    cols = ["user_id", "term", "df", "n_docs", "avg_doc_len"] + (["term_stat_id"] if "term_stat_id" in have else [])
+    con.execute(f"insert into memory_term_stats ({', '.join(cols)}) select {', '.join(cols)}"
+                f" from (select *, user_id || ':' || term as term_stat_id from ({sql[0][0]}) as s) as s")
+    con.execute("drop view tail_term_rows")
+
+
 def purge_serving(paths: StorePaths, delete_rows: Callable[[duckdb.DuckDBPyConnection], dict[str, int]],
                   housekeeping: dict[str, int]) -> dict[str, int]:
     """Publish a purged copy of the newest snapshot, then delete every other snapshot file. Safe
@@ -101,6 +126,7 @@ def purge_serving(paths: StorePaths, delete_rows: Callable[[duckdb.DuckDBPyConne
                 con = duckdb.connect(str(work))
                 for table, n in delete_rows(con).items():
                     removed[f"serving:{table}"] = n
+                _restat_owners(con)
                 con.execute("update serving_layers set rows = (select count(*) from long_term_memory)")
             compact(con, work, paths.serving / f"{new_name}.duckdb")
         except BaseException:
