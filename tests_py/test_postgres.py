@@ -196,6 +196,12 @@ def test_forget_then_rebuild_as_of_with_access_reinforcement(pg_store: Any) -> N
     assert pg_rows(conn, "select last_vacuum is not null from pg_stat_user_tables where schemaname = %s"
                          " and relname = 'session_log_landing'", [s])[0][0] is True
     assert rep.scope == "memory" and rep.user_id == "w3" and rep.found and rep.messages == 1
+    # the owner's BM25 statistics are recomputed at once over the term rows of its remaining
+    # memories (the forget deletes the owner's rows of this per-user aggregate)
+    w3_stats = pg_rows(conn, f"select term, df, n_docs from {s}.memory_term_stats where user_id = 'w3' order by term")
+    w3_index = pg_rows(conn, f"select term, count(*), (select count(distinct memory_id) from {s}.memory_term_index"
+                             f" where user_id = 'w3') from {s}.memory_term_index where user_id = 'w3' group by term order by term")
+    assert w3_stats and w3_stats == w3_index and "paris" not in {r[0] for r in w3_stats}
     nothing = pg_store.forget(memory_id="mem2_no_such_memory", actor="test")  # counts what was stored: none
     assert (nothing.found, nothing.memories, nothing.messages) == (False, 0, 0)
     user = pg_store.forget(user_id="w0", actor="test")

@@ -162,6 +162,31 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
     return removed
 
 
+def _restat_owner(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]], owner: str) -> None:
+    """Recompute the owner's BM25 statistics (``memory_term_stats``, whose rows of the owner the
+    forget deleted) over the owner's remaining ``memory_term_index`` rows with the published
+    ``tail_term_stats`` statement (the build's macro, compiled for PostgreSQL), as the next build
+    will: without them the owner's other memories were recalled with lexical scores over no
+    document until that build (as on DuckDB: recall_shim/forget/serving.py)."""
+    cols = {name: c for name, c, _ in tables}
+    if not {"memory_term_stats", "memory_term_index", "recall_queries"} <= set(cols):
+        return
+    cur.execute(f"select sql_text from {sql_ident(schema)}.recall_queries where query_name = 'tail_term_stats'")
+    row = cur.fetchone()
+    if row is None:
+        return
+    index = f"{sql_ident(schema)}.memory_term_index"
+    cur.execute(f"create temp table tail_term_rows on commit drop as select memory_id, user_id, term, doc_len"
+                f" from {index} with no data")
+    cur.execute(f"insert into tail_term_rows select memory_id, user_id, term, doc_len from {index} where user_id = %s",
+                [owner])
+    out = [c for c in ("user_id", "term", "df", "n_docs", "avg_doc_len", "term_stat_id")
+           if c in cols["memory_term_stats"]]
+    cur.execute(f"insert into {sql_ident(schema)}.memory_term_stats ({', '.join(out)}) select {', '.join(out)}"
+                f" from (select *, user_id || ':' || term as term_stat_id from ({row[0]}) as s) as s")
+    cur.execute("drop table tail_term_rows")
+
+
 def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None, memory_id: str | None = None,
               actor: str | None = None, unbuilt: tuple[str, Sequence[str]] | None = None) -> ForgetReport:
     """Forget ``user_id`` (every row of that user landed up to now) or ``memory_id`` (that memory
@@ -188,6 +213,8 @@ def forget_pg(conn: PgConnection, work_dir: Path, *, user_id: str | None = None,
                     for rec in tombstones(targets.scope, targets.user_id, memory_id, targets.memory_ids,
                                           targets.message_ids, forgotten_at)])
                 removed = {f"warehouse:{k}": v for k, v in _delete_rows(cur, s, tables, targets).items()}
+                if targets.scope == "memory" and targets.user_id is not None:
+                    _restat_owner(cur, s, tables, targets.user_id)
                 bump_generation(cur, s)  # with the deletes: no reader's cache outlives this COMMIT
                 found = found or any(k.endswith("_landing") for k in removed)
                 report = ForgetReport(
