@@ -6,8 +6,8 @@ can change a parse is unchanged: dbt's version, the project's files, ``--vars``,
 connection settings and the environment variables the project reads. Every store has its own
 target folder, so each new store parsed the project from scratch. This module keeps the newest
 parse of each *parse key* (the settings dbt compares that vary between stores: the store's file
-name, ``--vars``, the target; and the project folder, since a parse holds absolute paths) in one cache folder and seeds a store's target folder with it
-before dbt runs. The target folder records the key of the parse it holds (``partial_parse.key``),
+name, ``--vars``, the target; and the project folder, since a parse holds absolute paths) in one
+cache folder and seeds a store's target folder with it before dbt runs. The target folder records the key of the parse it holds (``partial_parse.key``),
 so a store whose builds alternate run settings (a plain build, then one with ``as_of``, then a
 plain one again) gets the parse of each setting back instead of parsing on every change. dbt
 itself still checks the seeded parse and parses again when anything differs (a changed project,

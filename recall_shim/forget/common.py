@@ -12,7 +12,7 @@ from typing import Any
 from recall_shim.errors import InvalidInput
 
 __all__ = ["ACTOR_ENV", "ID_COLUMNS", "ForgetReport", "ForgetTargets", "check_forget_id", "checked_forget_request",
-           "default_actor", "memory_owner"]
+           "default_actor", "memory_owner", "restat_statement"]
 
 ACTOR_ENV = "AGENT_MEMORY_ACTOR"
 ID_COLUMNS = ("memory_id", "message_id", "landing_id")
@@ -95,3 +95,15 @@ def memory_owner(memory_id: str, owners: set[str], user_id: str | None, where: s
     if user_id is not None and owner is not None and owner != user_id:
         raise InvalidInput(f"memory {memory_id!r} does not belong to user {user_id!r}")
     return owner if owner is not None else user_id
+
+
+def restat_statement(stats_table: str, stats_columns: set[str], stats_sql: str) -> str:
+    """The insert that puts back the BM25 statistics of the users whose term rows relation
+    ``tail_term_rows`` holds: ``stats_sql`` is the published ``tail_term_stats`` statement (the
+    build's ``memory_term_stats_rows`` macro, compiled for the target), ``stats_table`` the quoted
+    ``memory_term_stats`` and ``stats_columns`` its columns. A forget by memory id deletes the
+    owner's rows of that per-user aggregate; without them the owner's remaining memories would be
+    scored over no document until the next build."""
+    cols = [c for c in ("user_id", "term", "df", "n_docs", "avg_doc_len", "term_stat_id") if c in stats_columns]
+    return (f"insert into {stats_table} ({', '.join(cols)}) select {', '.join(cols)}"
+            f" from (select *, user_id || ':' || term as term_stat_id from ({stats_sql}) as s) as s")

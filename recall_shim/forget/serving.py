@@ -12,6 +12,7 @@ from typing import Callable
 import duckdb
 
 from recall_shim.common.durable import fsync_dir
+from recall_shim.forget.common import restat_statement
 from recall_shim.forget.journal import FORGET_TMP, storage_errors, write_atomic
 from recall_shim.serving.index_build import build_index
 from recall_shim.serving.terms import build_term_postings
@@ -81,12 +82,8 @@ def materialize_base(snapshot: Path, work: Path, file: str) -> None:
 
 
 def _restat_owners(con: duckdb.DuckDBPyConnection) -> None:
-    """Recompute the BM25 statistics (``memory_term_stats``) of the users a forget left with term
-    rows but no statistics: the forget's rules delete a per-user aggregate's rows of the owner
-    (the warehouse rebuilds them at the next build), and without them the served lexical scores of
-    the owner's remaining memories were computed over no document until that build. The published
-    ``tail_term_stats`` statement (the build's ``memory_term_stats_rows`` macro, compiled) computes
-    them over the owner's remaining ``memory_term_index`` rows, as the build will."""
+    """Recompute the BM25 statistics of the users a forget left with term rows but no statistics
+    (recall_shim/forget/common.py ``restat_statement``), over their remaining term rows."""
     tables = {r[0] for r in con.execute("select table_name from information_schema.tables"
                                         " where table_schema = 'main'").fetchall()}
     if not {"memory_term_stats", "memory_term_index", "recall_queries"} <= tables:
@@ -99,9 +96,7 @@ def _restat_owners(con: duckdb.DuckDBPyConnection) -> None:
                 " except select user_id from memory_term_stats)")
     have = {r[0] for r in con.execute("select column_name from information_schema.columns"
                                       " where table_schema = 'main' and table_name = 'memory_term_stats'").fetchall()}
-    cols = ["user_id", "term", "df", "n_docs", "avg_doc_len"] + (["term_stat_id"] if "term_stat_id" in have else [])
-    con.execute(f"insert into memory_term_stats ({', '.join(cols)}) select {', '.join(cols)}"
-                f" from (select *, user_id || ':' || term as term_stat_id from ({sql[0][0]}) as s) as s")
+    con.execute(restat_statement("memory_term_stats", have, sql[0][0]))
     con.execute("drop view tail_term_rows")
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from recall_shim.forget.common import (ID_COLUMNS, ForgetReport, ForgetTargets, checked_forget_request,
-                                       memory_owner)
+                                       memory_owner, restat_statement)
 from recall_shim.forget.duckdb import REBUILT_COLUMNS
 from recall_shim.write.landing import utc_now_iso
 from recall_shim.forget.tombstones import tombstones
@@ -163,11 +163,8 @@ def _delete_rows(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[s
 
 
 def _restat_owner(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[str, str]]], owner: str) -> None:
-    """Recompute the owner's BM25 statistics (``memory_term_stats``, whose rows of the owner the
-    forget deleted) over the owner's remaining ``memory_term_index`` rows with the published
-    ``tail_term_stats`` statement (the build's macro, compiled for PostgreSQL), as the next build
-    will: without them the owner's other memories were recalled with lexical scores over no
-    document until that build (as on DuckDB: recall_shim/forget/serving.py)."""
+    """Recompute the owner's BM25 statistics over its remaining term rows, in the forget's
+    transaction (recall_shim/forget/common.py ``restat_statement``; as on DuckDB)."""
     cols = {name: c for name, c, _ in tables}
     if not {"memory_term_stats", "memory_term_index", "recall_queries"} <= set(cols):
         return
@@ -180,10 +177,7 @@ def _restat_owner(cur: Any, schema: str, tables: list[tuple[str, set[str], dict[
                 f" from {index} with no data")
     cur.execute(f"insert into tail_term_rows select memory_id, user_id, term, doc_len from {index} where user_id = %s",
                 [owner])
-    out = [c for c in ("user_id", "term", "df", "n_docs", "avg_doc_len", "term_stat_id")
-           if c in cols["memory_term_stats"]]
-    cur.execute(f"insert into {sql_ident(schema)}.memory_term_stats ({', '.join(out)}) select {', '.join(out)}"
-                f" from (select *, user_id || ':' || term as term_stat_id from ({row[0]}) as s) as s")
+    cur.execute(restat_statement(f"{sql_ident(schema)}.memory_term_stats", cols["memory_term_stats"], row[0]))
     cur.execute("drop table tail_term_rows")
 
 
