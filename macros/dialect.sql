@@ -233,6 +233,24 @@ isnan({{ expr }})
 {%- endmacro %}
 
 {#- Whether the regular expression matches somewhere in the text. -#}
+{#- The first year 1900-2099 written in a text (digits not part of a longer number), as an
+    integer; NULL when there is none or text_expr is 'null'. -#}
+{% macro year_in_text(text_expr) -%}
+{%- if text_expr == 'null' -%}
+cast(null as integer)
+{%- else -%}
+{{ return(adapter.dispatch('year_in_text')(text_expr)) }}
+{%- endif -%}
+{%- endmacro %}
+
+{% macro duckdb__year_in_text(text_expr) -%}
+try_cast(nullif(regexp_extract({{ text_expr }}, '(?:^|[^0-9])((?:19|20)[0-9]{2})(?:[^0-9]|$)', 1), '') as integer)
+{%- endmacro %}
+
+{% macro postgres__year_in_text(text_expr) -%}
+cast(substring({{ text_expr }} from '(?:^|[^0-9])((?:19|20)[0-9]{2})(?:[^0-9]|$)') as integer)
+{%- endmacro %}
+
 {% macro regexp_search(text_expr, pattern_expr) -%}
   {{ return(adapter.dispatch('regexp_search')(text_expr, pattern_expr)) }}
 {%- endmacro %}

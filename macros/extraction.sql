@@ -39,14 +39,22 @@
 {#- The day a time expression resolves to against the message time: grain day (message day +
     shift days), week (Monday of the message week + shift weeks, + weekday - 1 days when a
     weekday 1-7 is given), month / year (first day, + shift), weekday (the next (shift > 0) or
-    previous (shift < 0) such weekday, never the message day itself). NULL when grain is NULL. -#}
-{% macro resolve_happened_on(at_expr, grain_expr, shift_expr, weekday_expr) -%}
+    previous (shift < 0) such weekday, never the message day itself). A month of the year (grain
+    month with month 1-12 set: "in May", "五月份") is the first day of that month in the year
+    text_expr names (the first 19xx / 20xx in it: "in May 2023", "2023年5月"), else in the year of
+    the message time. NULL when grain is NULL. -#}
+{% macro resolve_happened_on(at_expr, grain_expr, shift_expr, weekday_expr, month_expr='null', text_expr='null') -%}
 {%- set day = 'cast(' ~ at_expr ~ ' as date)' -%}
 {%- set dow = 'cast(extract(isodow from ' ~ at_expr ~ ') as integer)' -%}
 case {{ grain_expr }}
     when 'day' then {{ day }} + {{ shift_expr }}
     when 'week' then cast(date_trunc('week', {{ at_expr }}) as date) + 7 * {{ shift_expr }} + coalesce({{ weekday_expr }} - 1, 0)
-    when 'month' then cast(date_trunc('month', {{ at_expr }}) + {{ shift_expr }} * interval '1 month' as date)
+    when 'month' then case
+        when {{ month_expr }} is not null then make_date(
+            coalesce({{ year_in_text(text_expr) }}, cast(extract(year from {{ at_expr }}) as integer)),
+            cast({{ month_expr }} as integer), 1)
+        else cast(date_trunc('month', {{ at_expr }}) + {{ shift_expr }} * interval '1 month' as date)
+    end
     when 'year' then cast(date_trunc('year', {{ at_expr }}) + {{ shift_expr }} * interval '1 year' as date)
     when 'weekday' then {{ day }} + case
         when {{ shift_expr }} > 0 then (({{ weekday_expr }} - {{ dow }} + 6) % 7) + 1
@@ -383,6 +391,7 @@ time_hits as (
         t.grain,
         t.shift,
         t.weekday,
+        t.month,
         {{ time_expression_match('s.clause', 't.pattern') }} as in_clause
     from {{ rule_major_join('time_rules', 't', 'spans', 's',
         time_expression_match('s.clause', 't.pattern') ~ ' or '
@@ -395,7 +404,7 @@ timed as (
     select
         e.*,
         h.grain as happened_grain,
-        {{ resolve_happened_on('e.message_at', 'h.grain', 'h.shift', 'h.weekday') }} as happened_on,
+        {{ resolve_happened_on('e.message_at', 'h.grain', 'h.shift', 'h.weekday', 'h.month', 'h.sentence') }} as happened_on,
         row_number() over (
             partition by e.user_id, e.message_id, e.kind, e.content
             order by

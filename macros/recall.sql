@@ -211,14 +211,15 @@ lexical_ranked as (
 -- (a week from its Monday) resolved against as_of
 time_rules as (
     {{ inline_rows(time_expressions, [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
-                                      ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
+                                      ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer'),
+                                      ('month', 'integer')]) }}
 ),
 
 asked_times as (
     select
         q.intent_id,
         t.grain,
-        {{ resolve_happened_on(as_of, 't.grain', 't.shift', 't.weekday') }} as resolved,
+        {{ resolve_happened_on(as_of, 't.grain', 't.shift', 't.weekday', 't.month', 'q.query_text') }} as resolved,
         row_number() over (partition by q.intent_id order by t.priority, t.time_rule_id) as time_rank
     from recall_queries as q
     inner join time_rules as t on {{ time_expression_match('q.query_text', 't.pattern') }}

@@ -55,7 +55,8 @@ from (values
                                          ('priority', 'integer'), ('pattern', 'varchar'), ('template', 'varchar')]) }};
 {{ tail_table('tail_time_expressions') }}
 {{ inline_rows(time_expressions, [('time_rule_id', 'varchar'), ('priority', 'integer'), ('pattern', 'varchar'),
-                                         ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer')]) }}
+                                         ('grain', 'varchar'), ('shift', 'integer'), ('weekday', 'integer'),
+                                      ('month', 'integer')]) }}
 {%- endmacro %}
 
 {#- The accepted rows of relation tail_messages (session_log's columns, as landed), typed and

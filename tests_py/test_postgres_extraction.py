@@ -35,6 +35,11 @@ def sample_rows() -> list[dict[str, Any]]:
                 rows.append({"user_id": user["user_id"], "session_id": session["session_id"], "msg_seq": i,
                              "role": m["role"], "content": m["content"], "message_id": m["id"],
                              "ts": (start + dt.timedelta(minutes=i)).strftime("%Y-%m-%d %H:%M:%S")})
+    # months of the year with and without the year written (year_in_text, one macro per dialect)
+    for i, text in enumerate(["I moved to Lisbon in March 2024.", "我5月从厦门搬到了福州。",
+                              "we moved to Oslo in early may"]):
+        rows.append({"user_id": "months", "session_id": "months-1", "msg_seq": i, "role": "user", "content": text,
+                     "message_id": f"months-{i}", "ts": f"2026-06-0{i + 1} 09:00:00"})
     return rows
 
 
@@ -75,6 +80,9 @@ def test_extractions_equal_duckdb_on_a_multilingual_sample(both: tuple[Any, Memo
     kinds = {r[4] for r in pg}
     assert {"fact", "preference"} <= kinds
     assert sum(r[9] is not None for r in pg) >= 5  # time expressions resolved
+    months = {r[8]: str(r[9]) for r in pg if r[2] == "months"}
+    assert months["User lives in Lisbon"] == "2024-03-01" and months["用户住在福州"] == "2026-05-01"
+    assert months["User lives in Oslo"] == "2026-05-01"   # "in early may", the message's year
     assert sum(r[5] is not None for r in pg) >= 30  # slots
     assert any("\u4e00" <= ch <= "\u9fff" for r in pg for ch in r[8])  # Chinese rules fired
 

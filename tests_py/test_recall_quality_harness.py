@@ -113,15 +113,15 @@ def test_locomo_session_log_mapping(tiny_locomo: locomo.Locomo) -> None:
     # conv-b ends latest (19 Dec 2023) and keeps its dates; as_of is midnight after that day
     assert by_id["conv-b:D1:1"]["ts"] == "2023-12-19 10:04:00"
     assert as_of == "2023-12-20 00:00:00"
-    # conv-a's last turn (23:59 + 1 min on 10 May = 11 May 00:00) is moved by whole days to 19 Dec;
-    # times of day, order and gaps are kept, turns are a minute apart
-    assert by_id["conv-a:D2:2"]["ts"] == "2023-12-19 00:00:00"
-    assert by_id["conv-a:D2:1"]["ts"] == "2023-12-18 23:59:00"
-    assert by_id["conv-a:D1:1"]["ts"] == "2023-12-16 13:56:00"
-    assert by_id["conv-a:D1:2"]["ts"] == "2023-12-16 13:57:00"
+    # conv-a keeps its own calendar (the questions name dates): turns a minute apart from the
+    # session's date_time, the last one 23:59 + 1 min on 10 May = 11 May 00:00
+    assert by_id["conv-a:D2:2"]["ts"] == "2023-05-11 00:00:00"
+    assert by_id["conv-a:D2:1"]["ts"] == "2023-05-10 23:59:00"
+    assert by_id["conv-a:D1:1"]["ts"] == "2023-05-08 13:56:00"
+    assert by_id["conv-a:D1:2"]["ts"] == "2023-05-08 13:57:00"
     assert by_id["conv-a:D1:2"] | {} == {"user_id": "conv-a", "session_id": "conv-a:session_1", "msg_seq": 2,
                                          "role": "user", "content": "Look at my garden!",
-                                         "ts": "2023-12-16 13:57:00", "message_id": "conv-a:D1:2"}
+                                         "ts": "2023-05-08 13:57:00", "message_id": "conv-a:D1:2"}
     named, _ = locomo.to_session_log(tiny_locomo, "speaker")
     assert [r["content"] for r in named][:2] == ["Ann: I adopted a puppy yesterday.", "Bob: Look at my garden!"]
     with pytest.raises(ValueError, match="content_form"):

@@ -19,6 +19,7 @@ from recall_shim import MemoryStore
 from recall_shim.common.embedding import embed_texts
 from recall_shim.serving.hybrid import Unserved
 from recall_shim.serving.reader import run_compiled
+from tests_py.conftest import query
 
 EXE = str(Path(sys.executable).with_name("agent-memory"))
 AS_OF = "2026-06-15 12:00:00"  # a Monday: "last week" is 2026-06-08 .. 06-14, "last month" May, "去年" 2025
@@ -29,6 +30,8 @@ MESSAGES = [
     ("2025-08-03 10:00:00", "我们去了杭州西湖玩，风景特别美。"),
     ("2026-04-18 10:00:00", "我们去了苏州园林玩，风景特别美。"),
     ("2026-06-01 09:00:00", "I moved to Porto last month."),
+    ("2024-03-20 09:00:00", "I moved to Lisbon in March 2024."),
+    ("2026-05-02 09:00:00", "我十一月份从厦门搬到了福州。"),
 ]
 
 
@@ -63,10 +66,24 @@ def test_results_carry_when_said_and_when_it_happened(store: MemoryStore) -> Non
     ("which new ramen place did I try last month?", "tara-1"),
     ("去年我们去哪儿玩了，风景很美的那次？", "tara-2"),
     ("今年我们去哪儿玩了，风景很美的那次？", "tara-3"),
+    # a month of the year: the year the question names, else as_of's year
+    ("which new ramen place did I try in May?", "tara-1"),
+    ("which new ramen place did I try in June 2026?", "tara-0"),
+    ("2025年8月我们去哪儿玩了，风景很美的那次？", "tara-2"),
+    ("四月份我们去哪儿玩了，风景很美的那次？", "tara-3"),
 ])
 def test_a_named_time_decides_between_two_alike_memories(store: MemoryStore, question: str, expected: str) -> None:
     # the two memories of each pair read alike; only the time the question names tells them apart
     assert _top(store, question) == expected
+
+
+def test_a_month_of_the_year_resolves_to_the_year_the_text_names(store: MemoryStore) -> None:
+    rows = dict(query(store, "select content, happened_on from int_memories_extracted"
+                             " where message_id in ('tara-5', 'tara-6')"))
+    assert str(rows["User lives in Lisbon"]) == "2024-03-01"              # "in March 2024"
+    assert str(rows["用户住在福州"]) == "2026-11-01"                        # 十一月份 (not 一月), said in 2026
+    # "may" the verb is no month: the question has no time scope, the index may answer it
+    store._reader._hybrid.check_time_scope(["may I ask which new ramen place I tried?"])
 
 
 def test_the_index_leaves_time_scoped_questions_to_the_compiled_statement(store: MemoryStore) -> None:

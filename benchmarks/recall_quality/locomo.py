@@ -6,8 +6,9 @@ mapping into the session log (README "Recall quality", docs/recall.md "Yardstick
   - every turn role=user: both speakers are people talking about themselves;
   - session_id = <sample_id>:session_<N>, msg_seq = the turn's 1-based position in the session;
   - message_id = <sample_id>:<dia_id> (dia_ids repeat across conversations);
-  - ts = the session's date_time ("1:56 pm on 8 May, 2023") plus one minute per turn, then each
-    conversation shifted by whole days so that all end on the same day (see to_session_log);
+  - ts = the session's date_time ("1:56 pm on 8 May, 2023") plus one minute per turn: the
+    conversations keep their own calendar, so a question naming a date ("in May 2023") means it
+    (see to_session_log);
   - content = the turn text, optionally prefixed with the speaker's name ("Caroline: ...").
 Questions of categories 1-4 with evidence; category 5 (adversarial, unanswerable) is skipped.
 """
@@ -171,24 +172,24 @@ def load_locomo(path: Path) -> Locomo:
 
 
 def to_session_log(locomo: Locomo, content_form: str = "text") -> tuple[list[dict[str, Any]], str]:
-    """Session-log rows of every conversation and the as_of to build with.
+    """Session-log rows of every conversation and the as_of to build with: midnight after the day
+    the latest conversation ends.
 
-    One build has one as_of, but each conversation should be asked the day after its own last
-    session. Strength depends only on the days between a memory's events and as_of, so each
-    conversation is shifted by whole days to end on the day the latest conversation ends; as_of is
-    midnight after that day. Every conversation then gets exactly the strengths it would get when
-    built alone with as_of = the day after its last session."""
+    Every turn keeps its conversation's own date: 12% of the questions name one ("What did John
+    attend with his colleagues in March 2023?"). One build has one as_of, so a conversation that
+    ended earlier is asked later than the day after its last session: its memories sit nearer
+    the strength floor (with strength_weight 0.05 the factor differs by at most 0.035 between a
+    fresh memory and one at the floor, and a user's memories are only ranked against each
+    other). Until 2026-12-07 every conversation was shifted by whole days to end on the same
+    day, which moved the dates the questions name."""
     if content_form not in CONTENT_FORMS:
         raise ValueError(f"content_form must be one of {CONTENT_FORMS}, got {content_form!r}")
-    last_day = {c.sample_id: max(s.started_at + timedelta(minutes=len(s.turns) - 1) for s in c.sessions).date()
-                for c in locomo.conversations}
-    end = max(last_day.values())
+    end = max(s.started_at + timedelta(minutes=len(s.turns) - 1) for c in locomo.conversations for s in c.sessions).date()
     rows: list[dict[str, Any]] = []
     for c in locomo.conversations:
-        shift = end - last_day[c.sample_id]
         for s in c.sessions:
             for seq, t in enumerate(s.turns, start=1):
-                ts = s.started_at + shift + timedelta(minutes=seq - 1)
+                ts = s.started_at + timedelta(minutes=seq - 1)
                 text = t.text.strip()
                 rows.append({
                     "user_id": c.sample_id,
