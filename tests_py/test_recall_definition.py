@@ -24,7 +24,7 @@ from .conftest import ROOT
 FUSIONS = ("weighted", "rrf", "vector", "lexical")
 EXTREME = {"fusion_vector_weight": 1, "lexical_saturation": 0, "fusion_rrf_k": 0, "strength_weight": 1,
            "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5}
-SETTINGS = {"shipped": {}, "extreme": EXTREME, "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0,
+SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1}, "extreme": EXTREME, "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0,
                                                                 "question_episode_weight": 0,
                                                                 "assistant_memory_weight": 0, "time_scope_weight": 0}}
 # the vars the score is made of: read by the formula macros only
@@ -75,8 +75,10 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
     relevance = re.sub(r"\b(cos_min|cos_max|cos|bm25)\b", lambda m: names[m.group(1)], out["weighted"]["relevance"])
     assert relevance + " as relevance" in stmt
     inputs = {"strength": "m.strength", "is_question": "m.is_question", "is_assistant": "(m.kind = 'assistant')",
-              "to_assistant": "a.to_assistant"}  # the shipped weighted fusion has a lexical leg: `addressed`
-    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant)\b", lambda m: inputs[m.group(1)],
+              "to_assistant": "a.to_assistant",  # the shipped weighted fusion has a lexical leg: `addressed`
+              "in_window": "(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)"
+                           " or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))"}
+    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window)\b", lambda m: inputs[m.group(1)],
                     one_line(out["factor_sql"]))
     assert f"(f.relevance) * ({factor}) as score" in stmt
 
@@ -196,4 +198,5 @@ def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, di
     timed = f.factor(strength=one, is_question=np.array([False, False]), is_assistant=np.array([False, False]),
                      to_assistant=False, in_window=np.array([True, False]))
     assert timed.tolist() == [5.0, 1.0]
-    assert "in_window" not in rendered["shipped"]["weighted"]["factor"]  # shipped 1: the off switch
+    assert "where(in_window, 1.5, 1)" in rendered["shipped"]["weighted"]["factor"]  # shipped 1.5; 1 = off
+    assert "in_window" not in rendered["off"]["weighted"]["factor"]  # time_scope_weight 1: the off switch
