@@ -1,8 +1,41 @@
 {#- Tokenisation shared by the term index and the recall query, so both sides agree.
     text_expr: a VARCHAR expression. Returns VARCHAR[]: lower-cased letter/digit words for
     non-Han text (stopwords of var lexical_stopwords removed, then plural/possessive endings
-    stripped: dogs -> dog, cities -> city, lena's -> lena) plus overlapping character bigrams
-    of every Han run (a lone Han character is kept as a unigram). -#}
+    stripped: dogs -> dog, cities -> city, lena's -> lena, then -ed / -ing: stem_cut, stem_fix)
+    plus overlapping character bigrams of every Han run (a lone Han character is kept as a
+    unigram). -#}
+{#- The -ed / -ing ending of a word (after the plural rule), so "surfed", "surfing" and "surf" are
+    one term, as are "hiking" / "hike", "running" / "run", "tried" / "try". stem_cut: -ied -> y
+    (5+ letters); -ing (6+ letters) and -ed (5+ letters, not -eed) are cut when the rest holds a
+    vowel (a, e, i, o, u, y), the cut stem marked with '#' (never in a word). stem_fix: a marked
+    stem ends as a word would: a doubled b, d, g, m, n, p, r or t is undoubled (runn -> run); a
+    stem ending in iv, nc, rc, uc, ic or bl, or shaped consonants, one vowel, one consonant other
+    than w, x, y (mak, hik, liv), gets its e back. Both dialects render these two macros;
+    recall_shim/serving/terms.py repeats them for the query fast path (tests_py/test_hybrid_index.py
+    checks that they agree). -#}
+{% macro stem_cut(w) -%}
+case
+    when length({{ w }}) >= 5 and {{ w }} like '%ied' then left({{ w }}, -3) || 'y'
+    when length({{ w }}) >= 6 and {{ w }} like '%ing' and {{ regexp_search('left(' ~ w ~ ', -3)', "'[aeiouy]'") }}
+        then left({{ w }}, -3) || '#'
+    when length({{ w }}) >= 5 and {{ w }} like '%ed' and {{ w }} not like '%eed'
+        and {{ regexp_search('left(' ~ w ~ ', -2)', "'[aeiouy]'") }}
+        then left({{ w }}, -2) || '#'
+    else {{ w }}
+end
+{%- endmacro %}
+
+{% macro stem_fix(c) -%}
+{%- set s = 'left(' ~ c ~ ', -1)' -%}
+case
+    when {{ c }} not like '%#' then {{ c }}
+    when {{ regexp_search(s, "'(bb|dd|gg|mm|nn|pp|rr|tt)$'") }} then left({{ s }}, -1)
+    when {{ regexp_search(s, "'(iv|nc|rc|uc|ic|bl)$'") }} or {{ regexp_search(s, "'^[^aeiou]*[aeiou][^aeiouwxy]$'") }}
+        then {{ s }} || 'e'
+    else {{ s }}
+end
+{%- endmacro %}
+
 {% macro tokenize(text_expr) -%}
   {{ return(adapter.dispatch('tokenize')(text_expr)) }}
 {%- endmacro %}
@@ -13,15 +46,21 @@
 {% macro postgres__tokenize(text_expr) -%}
 {%- set han = '[\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]' -%}
 array(
-    select case
-            when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
-            when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
-            else w
-        end
+    select {{ stem_fix('c') }}
     from (
-        select (regexp_matches(lower(regexp_replace({{ text_expr }}, '{{ han }}', ' ', 'g')), '[[:alnum:]]+', 'g'))[1] as w
-    ) as words
-    where w <> all(array[{{ sql_string_list(string_list_var('lexical_stopwords')) }}])
+        select {{ stem_cut('p') }} as c
+        from (
+            select case
+                    when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
+                    when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
+                    else w
+                end as p
+            from (
+                select (regexp_matches(lower(regexp_replace({{ text_expr }}, '{{ han }}', ' ', 'g')), '[[:alnum:]]+', 'g'))[1] as w
+            ) as words
+            where w <> all(array[{{ sql_string_list(string_list_var('lexical_stopwords')) }}])
+        ) as plurals
+    ) as cuts
     union all
     select substr(run, i, 2)
     from (select (regexp_matches({{ text_expr }}, '{{ han }}+', 'g'))[1] as run) as runs,
@@ -31,7 +70,7 @@ array(
 
 {% macro duckdb__tokenize(text_expr) -%}
 list_concat(
-    list_transform(
+    list_transform(list_transform(list_transform(
         list_filter(
             regexp_extract_all(lower(regexp_replace({{ text_expr }}, '\p{Han}', ' ', 'g')), '[\p{L}\p{N}]+'),
             lambda w: not list_contains([{{ sql_string_list(string_list_var('lexical_stopwords')) }}]::varchar[], w)
@@ -41,7 +80,7 @@ list_concat(
             when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
             else w
         end
-    ),
+    ), lambda p: {{ stem_cut('p') }}), lambda c: {{ stem_fix('c') }}),
     flatten(list_transform(
         regexp_extract_all({{ text_expr }}, '\p{Han}+'),
         lambda run: case

@@ -337,7 +337,15 @@ TOKENIZER_TEXTS = [
     "用户喜欢喝什么茶", "我", "deploy 部署工具 with k8s v1.29 now", "", "   ", "ALL CAPS WORDS", "user's users",
     "Straße Äpfel ÉCOLE naïve", "İstanbul DİYARBAKIR", "ǅemal ﬁnance", "日本語とカタカナ mixed", "emoji 🎉 party",
     "tab\tseparated\nnew-line", "numbers 123 4567 and ½ ²", "Привет мир", "ـ arabic تجربة", "a" * 70,
+    "I surfed, surfing surfs; hiking hiked hike running stopped tried married dancing arrived bubbled speed agreed",
+    "played flying fixed opened cooked writing things string sing SURFED Hiking naïvely créed öpened",
 ]
+# inflections the stemmer (macros/lexical.sql stem_cut, stem_fix) makes one term, and words it leaves whole
+INFLECTIONS = {"surf": "surfed surfing surfs surf", "hike": "hiking hiked hike hikes", "run": "running run runs",
+               "try": "tried trying try", "stop": "stopped stopping stop", "dance": "dancing danced dance",
+               "arrive": "arrived arriving arrive", "write": "writing write", "marry": "married marry",
+               "cook": "cooked cooking cook", "play": "played playing play", "paint": "painted painting paint",
+               "speed": "speed", "thing": "things thing", "string": "string", "sing": "sing"}
 
 
 def test_query_tokenizer_equals_the_tokenize_macro(demo_store: MemoryStore) -> None:
@@ -352,6 +360,18 @@ def test_query_tokenizer_equals_the_tokenize_macro(demo_store: MemoryStore) -> N
         for text in TOKENIZER_TEXTS + sentences(300, 5):
             want = con.execute(sql, [text]).fetchall()[0][0] or []
             assert tokenize(text, lexicon, con) == want, text
+    finally:
+        con.close()
+
+
+def test_inflections_are_one_term(demo_store: MemoryStore) -> None:
+    snap = demo_store.snapshot_path
+    assert snap is not None
+    con = duckdb.connect(str(snap), read_only=True)
+    try:
+        sql = con.execute("select sql_text from recall_queries where query_name = 'tokenize'").fetchall()[0][0]
+        for stem, words in INFLECTIONS.items():
+            assert set(con.execute(sql, [words]).fetchall()[0][0]) == {stem}, words
     finally:
         con.close()
 

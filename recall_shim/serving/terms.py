@@ -51,6 +51,10 @@ _HAN = regex.compile(r"\p{Han}")
 _HAN_RUNS = regex.compile(r"\p{Han}+")
 _WORDS = regex.compile(r"[\p{L}\p{N}]+")
 _FAST = regex.compile(r"^[\x00-\x7f\p{Han}]*$")
+_VOWEL = regex.compile(r"[aeiouy]")
+_DOUBLED = regex.compile(r"(bb|dd|gg|mm|nn|pp|rr|tt)$")
+_E_ENDING = regex.compile(r"(iv|nc|rc|uc|ic|bl)$")
+_SHORT = regex.compile(r"^[^aeiou]*[aeiou][^aeiouwxy]$")
 
 
 def build_term_postings(snapshot: Path, previous: Path | None = None) -> dict[str, Any] | None:
@@ -299,6 +303,23 @@ def bm25_term(tf: np.ndarray, doc_len: np.ndarray, df: float, n_docs: float, avg
         return idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * doc_len / (avg_doc_len if avg_doc_len else np.nan)))
 
 
+def _stem(w: str) -> str:
+    """The -ed / -ing rule of the ``stem_cut`` and ``stem_fix`` macros (macros/lexical.sql)."""
+    if len(w) >= 5 and w.endswith("ied"):
+        return w[:-3] + "y"
+    if len(w) >= 6 and w.endswith("ing") and _VOWEL.search(w[:-3]):
+        s = w[:-3]
+    elif len(w) >= 5 and w.endswith("ed") and not w.endswith("eed") and _VOWEL.search(w[:-2]):
+        s = w[:-2]
+    else:
+        return w
+    if _DOUBLED.search(s):
+        return s[:-1]
+    if _E_ENDING.search(s) or _SHORT.search(s):
+        return s + "e"
+    return s
+
+
 def tokenize(text: str | None, lexicon: Lexicon, con: duckdb.DuckDBPyConnection) -> list[str]:
     """The ``tokenize`` macro's terms of ``text`` (macros/lexical.sql)."""
     if text is None:
@@ -314,7 +335,7 @@ def tokenize(text: str | None, lexicon: Lexicon, con: duckdb.DuckDBPyConnection)
             w = w[:-3] + "y"
         elif len(w) > 3 and w.endswith("s") and not w.endswith("ss") and not w.endswith("us"):
             w = w[:-1]
-        words.append(w)
+        words.append(_stem(w))
     for run in _HAN_RUNS.findall(text):
         words.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
     return words
