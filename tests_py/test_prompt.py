@@ -58,6 +58,9 @@ def test_each_line_shows_when_it_was_said_and_when_it_happened() -> None:
         "From earlier conversations:",
         "- we went to the lake (said 2026-02-11)",
     ]
+    # the header tells the agent how to read the dates: of two lines that disagree (an old message
+    # recalled beside the newer one), the later one is current
+    assert text.splitlines()[0].endswith("each line is dated, and where two lines disagree the later one is current):")
 
 
 def test_the_dates_count_against_the_budget() -> None:

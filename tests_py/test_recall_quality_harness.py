@@ -304,7 +304,7 @@ def test_score_probe_and_prompt_states_both(tmp_path: Path) -> None:
     res = ranked(["anna-s1-1"], ["anna-s2-1"])
     assert probes.score_probe(city, res) == {"top-1": 0.0, "top-3": 1.0, "outdated above current": 1.0}
     assert "outdated above current" not in probes.score_probe(ps.probes[1], ranked(["bo-s1-1"]))
-    prompt = "What you remember about this user (most relevant first):\nFrom earlier conversations:\n- memory 0\n- memory 1"
+    prompt = "What you remember about this user:\nFrom earlier conversations:\n- memory 0\n- memory 1"
     assert probes.prompt_states_both(city, prompt, res)
     assert not probes.prompt_states_both(city, prompt.rsplit("\n", 1)[0], res)
 

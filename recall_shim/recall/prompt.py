@@ -16,7 +16,11 @@ KIND_TITLES = {
     "assistant": "What you (the assistant) said earlier",
 }
 
-DEFAULT_HEADER = "What you remember about this user (most relevant first):"
+# every line carries when it was said (``when``); a changed fact may be recalled beside the message
+# that stated its old value, so the header says which one holds (issue 14 item 3: an outdated value
+# is never presented as current)
+DEFAULT_HEADER = ("What you remember about this user (most relevant first; each line is dated, and where two lines"
+                  " disagree the later one is current):")
 
 
 def when(m: RecalledMemory) -> str:
