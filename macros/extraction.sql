@@ -33,7 +33,13 @@
     edges are added here so the pattern reads the same on DuckDB and PostgreSQL) occurs in the
     text as whole words (opening: only at the start of the text). -#}
 {% macro time_expression_match(text_expr, pattern_expr, opening=false) -%}
-{{ regexp_full_match('lower(' ~ text_expr ~ ')', "'" ~ ("" if opening else "(?:^|.*[^a-z])") ~ "(?:' || " ~ pattern_expr ~ " || ')(?:[^a-z].*)?'") }}
+{%- set head = "" if opening else "(?:^|.*[^a-z])" -%}
+{%- if pattern_expr.startswith("'") and pattern_expr.endswith("'") -%}
+{#- a string literal (macros/rule_patterns.sql): the whole pattern one literal, compiled once -#}
+{{ regexp_full_match('lower(' ~ text_expr ~ ')', "'" ~ head ~ "(?:" ~ pattern_expr[1:-1] ~ ")(?:[^a-z].*)?'") }}
+{%- else -%}
+{{ regexp_full_match('lower(' ~ text_expr ~ ')', "'" ~ head ~ "(?:' || " ~ pattern_expr ~ " || ')(?:[^a-z].*)?'") }}
+{%- endif -%}
 {%- endmacro %}
 
 {#- The day a time expression resolves to against the message time: grain day (message day +
@@ -154,8 +160,9 @@ from assistant_said
 {#- A recursive CTE `cte` (keys..., text_column, step_no) that applies the clause_rules of
     `purpose` to text_column one step per recursion level, starting from start_expr over `source`
     at step 0 (PostgreSQL compiles one pattern per level); the finished text is at step_no = the
-    purpose's number of steps (rule_extractions' `patterns`). -#}
-{% macro rewrite_steps(cte, source, keys, text_column, start_expr, purpose) -%}
+    purpose's number of steps (rule_extractions' `patterns`). seed: the clause_rules relation,
+    read at compile time where possible (macros/rule_patterns.sql). -#}
+{% macro rewrite_steps(cte, source, keys, text_column, start_expr, purpose, seed=none) -%}
 {{ cte }} ({{ keys | join(', ') }}, {{ text_column }}, step_no) as (
     select
         {%- for k in keys %}
@@ -169,7 +176,7 @@ from assistant_said
         {%- for k in keys %}
         p.{{ k }},
         {%- endfor %}
-        regexp_replace(p.{{ text_column }}, {{ pg_regex('r.pattern') }}, r.replacement, 'g'),
+        {{ clause_rule_rewrite('p.' ~ text_column, 'r', seed, purpose) }},
         p.step_no + 1
     from {{ cte }} as p
     inner join text_rules as r on r.purpose = '{{ purpose }}' and r.step_no = p.step_no + 1
@@ -177,17 +184,33 @@ from assistant_said
 {%- endmacro %}
 
 
+{#- rule_extractions' conditions on a rule's pattern (a column or a constant: pattern_rule_join,
+    macros/rule_patterns.sql) for clause c, span s. -#}
+{% macro clause_full_match(pattern_expr) -%}{{ regexp_full_match('c.clause', pattern_expr) }}{%- endmacro %}
+
+{% macro clause_search(pattern_expr) -%}{{ regexp_search('c.clause', pattern_expr) }}{%- endmacro %}
+
+{#- a time expression in the clause, or opening its sentence -#}
+{% macro span_time_match(pattern_expr) -%}
+{{ time_expression_match('s.clause', pattern_expr) }} or {{ time_expression_match('s.sentence', pattern_expr, opening=true) }}
+{%- endmacro %}
+
 {#- Rule extractions of messages (int_memories_extracted's rows; the hot tail's statement runs the
     same, macros/tail.sql): see that model for the rules. messages: relation or parenthesised
     subquery with message_id, user_id, content, message_at, loaded_at; clause_rules,
-    extraction_rules, time_expressions: the seeds' rows. -#}
-{% macro rule_extractions(messages, clause_rules, extraction_rules, time_expressions) -%}
+    extraction_rules, time_expressions: the seeds' rows; seeds: the seeds' relations (refs) to
+    read the rules' patterns from at compile time where those are names of copies (the hot
+    tail's tables; macros/rule_patterns.sql). -#}
+{% macro rule_extractions(messages, clause_rules, extraction_rules, time_expressions, seeds=none) -%}
+{%- set seeds = seeds or {'clause_rules': clause_rules, 'extraction_rules': extraction_rules,
+                          'time_expressions': time_expressions} -%}
 with recursive messages as (
     select * from {{ messages }} as nm
 ),
 
 text_rules as (
     select
+        clause_rule_id,
         purpose,
         pattern,
         coalesce(replacement, '') as replacement,
@@ -212,7 +235,7 @@ patterns as (
     'message_pass', 'messages', ['message_id', 'user_id', 'message_at', 'loaded_at'], 'content',
     "regexp_replace(replace(replace(content, '" ~ clause_marker() ~ "', ' '), '" ~ question_marker()
     ~ "', ' '), '([?？]+)', '" ~ question_marker() ~ "\\1', 'g')",
-    'message'
+    'message', seeds.clause_rules
 ) }},
 
 sentences as (
@@ -231,7 +254,7 @@ sentences as (
 
 {{ rewrite_steps(
     'clause_pass', 'sentences', ['message_id', 'user_id', 'message_at', 'loaded_at', 'sentence'], 'clause_text',
-    'sentence', 'clause'
+    'sentence', 'clause', seeds.clause_rules
 ) }},
 
 split_clauses as (
@@ -275,15 +298,11 @@ clauses as {{ cte_materialized() }} (
         and not (
             (
                 c.asked
-                or exists (
-                    select 1 from text_rules as q
-                    where q.purpose = 'question' and {{ regexp_search('c.clause', 'q.pattern') }}
-                )
+                or {{ any_pattern_rule('text_rules', 'q', "q.purpose = 'question'", clause_search,
+                                       seeds.clause_rules, "purpose = 'question'") }}
             )
-            and not exists (
-                select 1 from text_rules as r
-                where r.purpose = 'request' and {{ regexp_search('c.clause', 'r.pattern') }}
-            )
+            and not {{ any_pattern_rule('text_rules', 'r', "r.purpose = 'request'", clause_search,
+                                        seeds.clause_rules, "purpose = 'request'") }}
         )
 ),
 
@@ -319,7 +338,7 @@ matched as (
         row_number() over (
             partition by c.user_id, c.message_id, c.sentence, c.clause, r.kind order by r.priority, r.rule_id
         ) as rule_rank
-    from {{ rule_major_join('rules', 'r', 'clauses', 'c', regexp_full_match('c.clause', 'r.pattern')) }}
+    from {{ pattern_rule_join('rules', 'r', 'clauses', 'c', clause_full_match, seeds.extraction_rules, 'rule_id') }}
 ),
 
 -- one row per statement of the template (a template may state several memories)
@@ -393,9 +412,9 @@ time_hits as (
         t.weekday,
         t.month,
         {{ time_expression_match('s.clause', 't.pattern') }} as in_clause
-    from {{ rule_major_join('time_rules', 't', 'spans', 's',
-        time_expression_match('s.clause', 't.pattern') ~ ' or '
-        ~ time_expression_match('s.sentence', 't.pattern', opening=true)) }}
+    -- few spans name a time: the rules' pattern column is matched only on those
+    from {{ pattern_rule_join('time_rules', 't',
+        rows_any_pattern_may_match('spans', 's', span_time_match, seeds.time_expressions), 's', span_time_match) }}
 ),
 
 -- the clause's own time expression first, else one that opens its sentence ("Last month, I

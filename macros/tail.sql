@@ -82,8 +82,10 @@ where reject_reason is null
 
 {#- The extractions of relation tail_new_rows (tail_rows_sql's rows): rule extractions like
     int_memories_extracted and episode / assistant memories like int_episodes_extracted, with
-    the seed tables of tail_seeds_sql. Each row of a message is extracted once, when it arrives. -#}
-{% macro tail_extractions_sql() -%}
+    the seed tables of tail_seeds_sql. Each row of a message is extracted once, when it arrives.
+    clause_rules, extraction_rules, time_expressions: the seeds tail_seeds_sql copied (refs),
+    whose patterns the statement holds as constants (macros/rule_patterns.sql). -#}
+{% macro tail_extractions_sql(clause_rules=none, extraction_rules=none, time_expressions=none) -%}
 {%- set assistant_roles = string_list_var('assistant_memory_roles') -%}
 with tail_episode_messages as (
     select message_id, user_id, content, message_at, landed_at as loaded_at
@@ -105,7 +107,8 @@ tail_rule_messages as (
 
 select message_id, user_id, kind, slot, content, happened_on, happened_grain, message_at, loaded_at
 from ({{ rule_extractions('tail_rule_messages', 'tail_clause_rules', 'tail_extraction_rules',
-                          'tail_time_expressions') }}) as r
+                          'tail_time_expressions', seeds={'clause_rules': clause_rules,
+                          'extraction_rules': extraction_rules, 'time_expressions': time_expressions}) }}) as r
 union all
 select message_id, user_id, kind, slot, content, null::date as happened_on, null::varchar as happened_grain,
     message_at, loaded_at

@@ -71,6 +71,28 @@ def _cli(*args: str) -> str:
     return proc.stdout
 
 
+def test_extraction_compiles_each_rule_pattern_once(template: Path) -> None:
+    """The published tail extraction and the build's int_memories_extracted hold the extraction
+    rules' patterns as constants (macros/rule_patterns.sql), not a join on the pattern column,
+    which DuckDB compiled again for every (rule, clause) pair."""
+    import csv
+
+    import duckdb
+
+    paths = MemoryStore(template, hot_tail=False).paths
+    snapshot = json.loads((paths.serving / "published.json").read_text())["snapshot"]
+    con = duckdb.connect(str(paths.serving / snapshot), read_only=True)
+    tail_sql = con.execute("select sql_text from recall_queries where query_name = 'tail_extractions'").fetchone()[0]
+    con.close()
+    model_sql = next(paths.dbt_dir.glob("target/run/**/int_memories_extracted.sql")).read_text()
+    with open(Path(__file__).parents[1] / "seeds" / "extraction_rules.csv", encoding="utf-8") as fh:
+        rules = list(csv.DictReader(fh))
+    for sql in (tail_sql, model_sql):
+        assert "regexp_full_match(c.clause, r.pattern)" not in sql
+        for rule in rules[:5]:
+            assert "'" + rule["pattern"].replace("'", "''") + "'" in sql
+
+
 def test_library_recalls_a_remembered_message_before_any_build(db: Path) -> None:
     store = MemoryStore(db)
     store.recall("which board game", user_id="alice", min_sim=0)

@@ -56,7 +56,9 @@ class HotTail(TailWorker[TailState]):
         super().__init__(TailState(), "hot-tail", "the snapshot")
         self.paths = paths
         self._lock = threading.Lock()  # the sync's own state below
-        self._con = duckdb.connect()  # runs the published tail statements
+        # runs the published tail statements; one thread: a batch is a few chunks, and the rule
+        # extraction's constant patterns are compiled once per thread (docs/serving.md)
+        self._con = duckdb.connect(config={"threads": 1})
         self._reader = SnapshotReader(paths, with_index=False)  # the tail's own snapshot connection
         self._emb: dict[tuple[str, str], list[float]] = {}  # (form, content) -> vector, embedded once
         self._clear()
