@@ -232,7 +232,6 @@ isnan({{ expr }})
 ({{ expr }} = 'NaN'::float8)
 {%- endmacro %}
 
-{#- Whether the regular expression matches somewhere in the text. -#}
 {#- The first year 1900-2099 written in a text (digits not part of a longer number), as an
     integer; NULL when there is none or text_expr is 'null'. -#}
 {% macro year_in_text(text_expr) -%}
@@ -251,6 +250,7 @@ try_cast(nullif(regexp_extract({{ text_expr }}, '(?:^|[^0-9])((?:19|20)[0-9]{2})
 cast(substring({{ text_expr }} from '(?:^|[^0-9])((?:19|20)[0-9]{2})(?:[^0-9]|$)') as integer)
 {%- endmacro %}
 
+{#- Whether the regular expression matches somewhere in the text. -#}
 {% macro regexp_search(text_expr, pattern_expr) -%}
   {{ return(adapter.dispatch('regexp_search')(text_expr, pattern_expr)) }}
 {%- endmacro %}

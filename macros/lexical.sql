@@ -1,17 +1,29 @@
 {#- Tokenisation shared by the term index and the recall query, so both sides agree.
     text_expr: a VARCHAR expression. Returns VARCHAR[]: lower-cased letter/digit words for
     non-Han text (stopwords of var lexical_stopwords removed, then plural/possessive endings
-    stripped: dogs -> dog, cities -> city, lena's -> lena, then -ed / -ing: stem_cut, stem_fix)
-    plus overlapping character bigrams of every Han run (a lone Han character is kept as a
-    unigram). -#}
+    stripped: plural_cut, then -ed / -ing endings: stem_cut, stem_fix) plus overlapping character
+    bigrams of every Han run (a lone Han character is kept as a unigram). -#}
+{% macro tokenize(text_expr) -%}
+  {{ return(adapter.dispatch('tokenize')(text_expr)) }}
+{%- endmacro %}
+
+{#- The plural / possessive ending of a word: dogs -> dog, cities -> city, lena's -> lena. -#}
+{% macro plural_cut(w) -%}
+case
+    when length({{ w }}) > 4 and {{ w }} like '%ies' then left({{ w }}, -3) || 'y'
+    when length({{ w }}) > 3 and {{ w }} like '%s' and {{ w }} not like '%ss' and {{ w }} not like '%us' then left({{ w }}, -1)
+    else {{ w }}
+end
+{%- endmacro %}
+
 {#- The -ed / -ing ending of a word (after the plural rule), so "surfed", "surfing" and "surf" are
     one term, as are "hiking" / "hike", "running" / "run", "tried" / "try". stem_cut: -ied -> y
     (5+ letters); -ing (6+ letters) and -ed (5+ letters, not -eed) are cut when the rest holds a
     vowel (a, e, i, o, u, y), the cut stem marked with '#' (never in a word). stem_fix: a marked
     stem ends as a word would: a doubled b, d, g, m, n, p, r or t is undoubled (runn -> run); a
     stem ending in iv, nc, rc, uc, ic or bl, or shaped consonants, one vowel, one consonant other
-    than w, x, y (mak, hik, liv), gets its e back. Both dialects render these two macros;
-    recall_shim/serving/terms.py repeats them for the query fast path (tests_py/test_hybrid_index.py
+    than w, x, y (mak, hik, liv), gets its e back. Both dialects render plural_cut, stem_cut and
+    stem_fix; recall_shim/serving/terms.py repeats them for the query fast path (tests_py/test_hybrid_index.py
     checks that they agree). -#}
 {% macro stem_cut(w) -%}
 case
@@ -36,10 +48,6 @@ case
 end
 {%- endmacro %}
 
-{% macro tokenize(text_expr) -%}
-  {{ return(adapter.dispatch('tokenize')(text_expr)) }}
-{%- endmacro %}
-
 {#- PostgreSQL: the same terms as a text[] (order aside). Han: U+2E80-2FDF, 3005, 3007, 3021-3029,
     3038-303B, 3400-4DBF, 4E00-9FFF, F900-FAFF and planes 2-3; words are [[:alnum:]] runs, which
     are Unicode-aware when the database's LC_CTYPE is a UTF-8 locale (recall_shim/targets/postgres/server.py uses C.UTF-8). -#}
@@ -50,11 +58,7 @@ array(
     from (
         select {{ stem_cut('p') }} as c
         from (
-            select case
-                    when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
-                    when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
-                    else w
-                end as p
+            select {{ plural_cut('w') }} as p
             from (
                 select (regexp_matches(lower(regexp_replace({{ text_expr }}, '{{ han }}', ' ', 'g')), '[[:alnum:]]+', 'g'))[1] as w
             ) as words
@@ -75,11 +79,7 @@ list_concat(
             regexp_extract_all(lower(regexp_replace({{ text_expr }}, '\p{Han}', ' ', 'g')), '[\p{L}\p{N}]+'),
             lambda w: not list_contains([{{ sql_string_list(string_list_var('lexical_stopwords')) }}]::varchar[], w)
         ),
-        lambda w: case
-            when length(w) > 4 and w like '%ies' then left(w, -3) || 'y'
-            when length(w) > 3 and w like '%s' and w not like '%ss' and w not like '%us' then left(w, -1)
-            else w
-        end
+        lambda w: {{ plural_cut('w') }}
     ), lambda p: {{ stem_cut('p') }}), lambda c: {{ stem_fix('c') }}),
     flatten(list_transform(
         regexp_extract_all({{ text_expr }}, '\p{Han}+'),
