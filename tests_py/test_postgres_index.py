@@ -23,7 +23,8 @@ def ann_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
         spec = SynthSpec(4000, 384)
         snap = write_snapshot(spec, work / "serving", compiled_recall_queries(384, work))
-        bench_pg._dbt_compiled(conn, 384, work, {"recall_index_min_rows": 1000, "recall_index_candidates": 16})
+        bench_pg._dbt_compiled(conn, 384, work, {"recall_index_min_rows": 1000, "recall_index_candidates": 16,
+                                                   "recall_index_ef_search": 200})
         bench_pg._load(conn, spec, snap)
         yield PgMemoryStore(conn, work_dir=work / "pg-work"), queries(spec, 40)
     finally:
@@ -103,3 +104,32 @@ def _exact(store: Any, q: Any, k: int, min_sim: float, kinds: Any, user: str = B
     from recall_shim import RecalledMemory
 
     return [RecalledMemory.of_row(r) for r in rows]
+
+
+def test_the_hnsw_search_list_is_at_least_recall_index_ef_search(ann_store: tuple[Any, Any]) -> None:
+    """The HNSW path asks for the c nearest rows (LIMIT c) with hnsw.ef_search = max(c,
+    recall_index_ef_search): a longer search list finds more of the true nearest (1M memories:
+    docs/scaling_out.md). Observed on the real connection, statement by statement."""
+    store, qs = ann_store
+    s = store.conn.schema
+    with store.conn.connect() as con:
+        assert con.execute(f"select ef_search, candidates from {s}.recall_index_settings").fetchone() == (200, 16)
+
+    class Recording:
+        def __init__(self, con: Any) -> None:
+            self.con, self.ef, self.limits = con, [], []
+
+        def execute(self, sql: str, params: Any = None) -> Any:
+            if "hnsw.ef_search" in sql:
+                self.ef.append(int(sql.rsplit("=", 1)[1]))
+            elif "order by embedding" in sql:
+                self.limits.append(params[-1])
+            return self.con.execute(sql, params)
+
+    store.recall(qs[0], user_id=BIG_USER, top_k=10, min_sim=0.5, record_access=False)  # settings and counts read
+    with store.conn.connect() as con, con.transaction():
+        rec = Recording(con)
+        rows = store._ann.recall(rec, user_id=BIG_USER, vectors=[qs[0]], top_k=10, min_sim=0.5, kinds=None,
+                                 episodes_by_default=True, dim=384, formula=store._reader.formula)
+    assert rows and rec.limits and rec.limits[0] == 80  # at least 8 x top_k candidates
+    assert rec.ef == [max(200, limit) for limit in rec.limits]

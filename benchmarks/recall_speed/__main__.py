@@ -344,6 +344,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--target", choices=["duckdb", "postgres"], default="duckdb",
                     help="postgres: the same store in PostgreSQL + pgvector (benchmarks/recall_speed/pg.py)")
+    ap.add_argument("--pg-ef-search", default="",
+                    help="postgres: also measure the shipped path with these var recall_index_ef_search values "
+                         "(comma-separated, e.g. 0,200), same store and queries")
+    ap.add_argument("--pg-hnsw", default="",
+                    help="postgres: the benchmark's HNSW index built with these parameters, e.g. "
+                         "m=16,ef_construction=128 (default: pgvector's, as the model's index)")
     a = ap.parse_args(argv)
     if a.quick:
         a.sizes, a.queries, a.slow_queries = "50000", 50, 5
@@ -353,7 +359,9 @@ def main(argv: list[str] | None = None) -> None:
     if a.target == "postgres":
         from . import pg
 
-        results = [pg.run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim) for n in a.sizes.split(",")]
+        tries = [int(x) for x in a.pg_ef_search.split(",") if x.strip()]
+        results = [pg.run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim, tries, a.pg_hnsw)
+                   for n in a.sizes.split(",")]
         render = pg.table
     else:
         results = [run_size(int(n), a.dim, work, a.queries, a.slow_queries, a.min_sim, a.incremental)

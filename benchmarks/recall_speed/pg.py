@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 import numpy as np
@@ -56,7 +56,7 @@ def _dbt_compiled(conn: Any, dim: int, work: Path, extra_vars: dict | None = Non
                    cwd=ROOT, env=env, check=True, capture_output=True, text=True)
 
 
-def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
+def _load(conn: Any, spec: SynthSpec, snap: Path, hnsw_with: str = "") -> tuple[float, float]:
     """Copy the snapshot's long_term_memory into PostgreSQL; returns (load s, index build s)."""
     src = connect_snapshot(snap)
     started = time.perf_counter()
@@ -81,10 +81,11 @@ def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
         con.commit()
         loaded = time.perf_counter() - started
         started = time.perf_counter()
-        con.execute("set maintenance_work_mem = '1GB'")
+        con.execute("set maintenance_work_mem = '4GB'")
         con.execute(f"create index on {SCHEMA}.long_term_memory (user_id)")
         con.execute(f"create index on {SCHEMA}.long_term_memory using hnsw"
-                    f" ((embedding::vector({spec.dim})) vector_cosine_ops)")
+                    f" ((embedding::vector({spec.dim})) vector_cosine_ops)"
+                    + (f" with ({_hnsw_params(hnsw_with)})" if hnsw_with else ""))
         con.commit()
         indexed = time.perf_counter() - started
     with conn.connect(autocommit=True) as con:
@@ -93,11 +94,34 @@ def _load(conn: Any, spec: SynthSpec, snap: Path) -> tuple[float, float]:
     return loaded, indexed
 
 
+def _hnsw_params(text: str) -> str:
+    """'m=24,ef_construction=128' -> the index's storage parameters (integers of pgvector's two only)."""
+    out = []
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() not in ("m", "ef_construction") or not value.strip().isdigit():
+            raise ValueError(f"--pg-hnsw takes m=N,ef_construction=N, not {text!r}")
+        out.append(f"{key.strip()} = {int(value)}")
+    return ", ".join(out)
+
+
 def _vec(q: np.ndarray) -> str:
     return "{\"[" + ",".join(repr(float(x)) for x in q) + "]\"}"
 
 
-def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float) -> dict:
+def _shipped(conn: Any, work: Path, min_sim: float) -> dict:
+    from .__main__ import TOP_K
+
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.recall_speed.pg", json.dumps(conn.__dict__),
+                           str(work / "queries.npy"), BIG_USER, str(TOP_K), str(min_sim), str(work)],
+                          cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-4000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
+             ef_tries: Sequence[int] = (), hnsw_with: str = "") -> dict:
     from recall_shim import LocalPostgres
 
     from .__main__ import (TOP_K, big_user_matrix, exact_truth, numpy_exact, pct, recall_at_k, reference_recall,
@@ -117,14 +141,21 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
     try:
         _dbt_compiled(conn, dim, work)
         print(f"[postgres n={n} d={dim}] loading the store...", flush=True)
-        load_s, index_s = _load(conn, spec, snap)
+        load_s, index_s = _load(conn, spec, snap, hnsw_with)
         print(f"[postgres n={n} d={dim}] load {load_s:.0f}s, indexes {index_s:.0f}s; shipped path...", flush=True)
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.recall_speed.pg", json.dumps(conn.__dict__),
-                               str(work / "queries.npy"), BIG_USER, str(TOP_K), str(min_sim), str(work)],
-                              cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr[-4000:])
-        shipped = json.loads(proc.stdout.strip().splitlines()[-1])
+        shipped = _shipped(conn, work, min_sim)
+        with conn.connect() as con:
+            shipped_ef = int(con.execute(f"select ef_search from {SCHEMA}.recall_index_settings").fetchone()[0])
+        tries = {}
+        for ef in ef_tries:  # other var recall_index_ef_search values, same store and queries
+            print(f"[postgres n={n} d={dim}] shipped path with recall_index_ef_search {ef}...", flush=True)
+            with conn.connect() as con:
+                con.execute(f"update {SCHEMA}.recall_index_settings set ef_search = %s", [ef])
+                con.commit()
+            tries[ef] = _shipped(conn, work, min_sim)
+        with conn.connect() as con:
+            con.execute(f"update {SCHEMA}.recall_index_settings set ef_search = %s", [shipped_ef])
+            con.commit()
         print(f"[postgres n={n} d={dim}] compiled statement...", flush=True)
         import psycopg
 
@@ -160,8 +191,12 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float)
         "shipped (PgMemoryStore)": (shipped["times"][1:], recall_at_k(shipped["ids"], truth)),
         "shipped without the per-user cache": (shipped["nocache_times"],
                                                recall_at_k(shipped["nocache_ids"], truth[:len(shipped["nocache_ids"])])),
+        **{f"shipped, recall_index_ef_search {ef}": (t["times"][1:], recall_at_k(t["ids"], truth))
+           for ef, t in tries.items()},
     }
     return {"target": "postgres", "n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim,
+            "ef_search": shipped_ef, "hnsw_with": hnsw_with or "pgvector defaults (m=16, ef_construction=64)", "ef_tries": {ef: {"indexed": t["indexed"], "fallbacks": t["fallbacks"]}
+                                                  for ef, t in tries.items()},
             "snapshot_s": gen_s, "load_s": load_s, "index_build_s": index_s, "table_mb": size_mb,
             "shipped_peak_rss_mb": shipped["peak_rss_mb"], "backend_peak_rss_mb": shipped["backend_peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"], "shipped_indexed_calls": shipped["indexed"],
@@ -179,7 +214,8 @@ def _relation_mb(conn: Any) -> float:
 def table(result: dict) -> str:
     ship = result["rows"]["shipped (PgMemoryStore)"]["p50_ms"]
     lines = [f"### postgres: {result['n']:,} memories x {result['dim']}-d (top-10, min_sim {result['min_sim']}, "
-             f"big user holds 99%)", "",
+             f"big user holds 99%; recall_index_ef_search {result.get('ef_search', 0)}; HNSW "
+             f"{result.get('hnsw_with', 'pgvector defaults')})", "",
              "| method | p50 ms | p99 ms | recall@10 vs exact | shipped speed-up (p50) | queries |",
              "|---|---:|---:|---:|---:|---:|"]
     for name, r in result["rows"].items():

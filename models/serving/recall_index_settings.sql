@@ -4,6 +4,7 @@ select
     {{ number_var('recall_index_min_rows') }}::bigint as min_rows,
     {{ number_var('recall_index_nprobe') }}::bigint as nprobe,
     {{ number_var('recall_index_candidates') }}::bigint as candidates,
+    {{ number_var('recall_index_ef_search') }}::bigint as ef_search,
     {{ number_var('recall_index_max_share') }}::{{ double_type() }} as max_share,
     {{ number_var('recall_index_lists_per_sqrt') }}::{{ double_type() }} as lists_per_sqrt,
     {{ number_var('recall_index_retrain_growth') }}::{{ double_type() }} as retrain_growth,

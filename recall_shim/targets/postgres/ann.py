@@ -4,8 +4,9 @@ Used by PgMemoryStore for the vector-only fusion (``fusion_method: vector``, the
 serving index serves too), without agent/session narrowing; everything else runs the compiled
 statement. Two ways to find the candidates, by the user's current memory count:
 
-* above ``recall_index_min_rows``: the HNSW index on ``long_term_memory`` (``hnsw.ef_search = c``,
-  the user and kind filters applied after the index scan): approximate;
+* above ``recall_index_min_rows``: the HNSW index on ``long_term_memory`` (``LIMIT c`` with
+  ``hnsw.ef_search = max(c, recall_index_ef_search)``, the user and kind filters applied after the
+  index scan): approximate;
 * up to it: an exact scan of that user's rows through the ``user_id`` btree (index scans, and so
   the HNSW index, are off for the query: pgvector 0.6 filters after its index scan, so a small
   user's rows are rarely among its candidates), ordered by cosine distance; or, once the
@@ -44,7 +45,7 @@ class PgAnn:
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
-        self._settings: tuple[int, int] | None = None
+        self._settings: tuple[int, int, int] | None = None
         self._counts: dict[str, int] = {}
         self.used = 0       # calls answered from the HNSW index (for benchmarks and tests)
         self.exact = 0      # calls answered by the exact scan of a small user's rows
@@ -56,16 +57,20 @@ class PgAnn:
         self._counts.clear()
         self.cache.reset()
 
-    def _index_settings(self, con: Any) -> tuple[int, int]:
+    def _index_settings(self, con: Any) -> tuple[int, int, int]:
+        """(min_rows, candidates, ef_search) of recall_index_settings (a store built before ef_search
+        existed has no such column: 0, the candidates alone)."""
         if self._settings is None:
-            row = con.execute(f'select min_rows, candidates from {sql_ident(self.schema)}.recall_index_settings').fetchone()
-            self._settings = (int(row[0]), int(row[1])) if row else (20_000, 128)
+            row = con.execute(f'select to_jsonb(s) from {sql_ident(self.schema)}.recall_index_settings as s').fetchone()
+            got = row[0] if row else {}
+            self._settings = (int(got.get("min_rows", 20_000)), int(got.get("candidates", 128)),
+                              int(got.get("ef_search") or 0))
         return self._settings
 
     def uses_hnsw(self, con: Any, user_id: str) -> bool:
         """Whether the user has more current memories than ``recall_index_min_rows`` (counted once
         per process and build): the HNSW path; else the exact scan."""
-        min_rows, _ = self._index_settings(con)
+        min_rows, _, _ = self._index_settings(con)
         if user_id not in self._counts:
             self._counts[user_id] = int(con.execute(
                 f'select count(*) from {sql_ident(self.schema)}.long_term_memory where user_id = %s and valid_to is null',
@@ -100,7 +105,7 @@ class PgAnn:
                formula: RecallFormula) -> list[tuple[Any, ...]] | None:
         """Rows shaped like the compiled statement's, or None when the caller must run it. Runs in
         the caller's transaction (its settings are ``set local``)."""
-        _, first = self._index_settings(con)
+        _, first, ef_floor = self._index_settings(con)
         hnsw = self.uses_hnsw(con, user_id)
         if not hnsw:
             # the plan reads the user's rows through the user_id btree (a bitmap scan) and sorts them
@@ -130,10 +135,10 @@ class PgAnn:
             q = "[" + ",".join(repr(float(x)) for x in vec) + "]"
             c = max(first, 8 * top_k)
             while True:
-                ef = min(c, EF_SEARCH_MAX) if hnsw else c
-                if hnsw:
-                    con.execute(f"set local hnsw.ef_search = {int(ef)}")
-                rows = con.execute(sql, [q, user_id, *kind_args, q, ef]).fetchall()
+                limit = min(c, EF_SEARCH_MAX) if hnsw else c
+                if hnsw:  # the search list is at least ef_floor long: more of the nearest are found
+                    con.execute(f"set local hnsw.ef_search = {int(min(max(limit, ef_floor), EF_SEARCH_MAX))}")
+                rows = con.execute(sql, [q, user_id, *kind_args, q, limit]).fetchall()
                 kept = [r for r in rows if r[6] is not None and math.isfinite(r[6]) and r[6] >= min_sim]
                 scores = formula.score(
                     formula.relevance(cos=np.array([r[6] for r in kept], dtype=np.float64)),
@@ -149,9 +154,9 @@ class PgAnn:
                 if farthest is not None:
                     bound = formula.bound(float(formula.relevance(cos=farthest)), f_min, f_max)
                     settled = farthest < min_sim or (len(best) == top_k and best[-1][6] > bound)
-                if settled or (not hnsw and len(rows) < ef):  # exact: every row of the user was a candidate
+                if settled or (not hnsw and len(rows) < limit):  # exact: every row of the user was a candidate
                     break
-                if hnsw and ef >= EF_SEARCH_MAX:
+                if hnsw and limit >= EF_SEARCH_MAX:
                     self.fallbacks += 1
                     return None
                 c *= 4
