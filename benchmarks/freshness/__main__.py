@@ -162,8 +162,8 @@ def _writer_phase(url: str, headers: dict[str, str], rate: float, seconds: float
                             if got:
                                 fresh.append(now - item[3])
 
-    checker = threading.Thread(target=check_round, daemon=True)
-    if check:
+    checker = threading.Thread(target=check_round, daemon=True) if check else None
+    if checker is not None:
         checker.start()
     written = 0
     with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
@@ -179,9 +179,10 @@ def _writer_phase(url: str, headers: dict[str, str], rate: float, seconds: float
                     pending.append((r.json()["message_id"], user, content, acked))
             written += 1
     done.set()
-    if check:
-        checker.join(timeout=180)
-    return fresh, written, written - len(fresh) if check else 0
+    if checker is None:
+        return fresh, written, 0
+    checker.join(timeout=180)
+    return fresh, written, written - len(fresh)
 
 
 def main(argv: list[str] | None = None) -> int:

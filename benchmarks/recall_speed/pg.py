@@ -195,8 +195,8 @@ def run_size(n: int, dim: int, work: Path, nq: int, slow_q: int, min_sim: float,
            for ef, t in tries.items()},
     }
     return {"target": "postgres", "n": n, "dim": dim, "queries": nq, "slow_queries": slow_q, "min_sim": min_sim,
-            "ef_search": shipped_ef, "hnsw_with": hnsw_with or "pgvector defaults (m=16, ef_construction=64)", "ef_tries": {ef: {"indexed": t["indexed"], "fallbacks": t["fallbacks"]}
-                                                  for ef, t in tries.items()},
+            "ef_search": shipped_ef, "hnsw_with": hnsw_with or "pgvector defaults (m=16, ef_construction=64)",
+            "ef_tries": {ef: {"indexed": t["indexed"], "fallbacks": t["fallbacks"]} for ef, t in tries.items()},
             "snapshot_s": gen_s, "load_s": load_s, "index_build_s": index_s, "table_mb": size_mb,
             "shipped_peak_rss_mb": shipped["peak_rss_mb"], "backend_peak_rss_mb": shipped["backend_peak_rss_mb"],
             "shipped_open_s": shipped["open_and_first_s"], "shipped_indexed_calls": shipped["indexed"],
