@@ -450,12 +450,63 @@ array(select {{ 'distinct ' if distinct }}e from unnest({{ a }} || {{ b }}) as e
   {{ return(out) }}
 {%- endmacro %}
 
-{#- The HNSW index (cosine) on long_term_memory's embedding, as an entry of dbt's `indexes` config:
-    PostgreSQL builds it once, when the table is created (first build or --full-refresh), and
-    maintains it on insert and update afterwards (pgvector's HNSW accepts inserts; deleted rows are
-    skipped at query time and cleaned by VACUUM). docs/scaling_out.md says when to rebuild it.
-    DuckDB needs none. -#}
-{% macro vector_index() -%}
-  {%- if target.type != 'postgres' -%}{{ return([]) }}{%- endif -%}
-  {{ return([{'columns': ['(embedding::' ~ (embedding_type() | trim) ~ ') vector_cosine_ops'], 'type': 'hnsw'}]) }}
+{#- The HNSW index (cosine) on long_term_memory's embedding, a post-hook of the model (dbt's
+    `indexes` config cannot pass WITH (m, ef_construction)). PostgreSQL: one DO block that
+    creates <table>_embedding_hnsw_m<M>_ef<EF> with m and ef_construction from the vars
+    recall_index_hnsw_m and recall_index_hnsw_ef_construction, if it does not exist yet: built
+    once, then maintained on insert and update (pgvector's HNSW accepts inserts; deleted rows are
+    skipped at query time and cleaned by VACUUM). Before that it drops every OTHER hnsw index of
+    the table (a var change rebuilds the index once; the same vars keep the same index), and an
+    index of the same name on another table of the schema: a --full-refresh renames the old table
+    to dbt's backup relation, which keeps its index name until dbt drops it after the commit.
+    Index names are schema-scoped, so the look-ups are by name within this schema. The values are
+    checked vars only (integers; ef_construction >= 2 x m, as pgvector requires).
+    docs/scaling_out.md says why 96 and when to rebuild. DuckDB: nothing. -#}
+{% macro vector_index_hook() -%}
+  {%- if target.type != 'postgres' -%}{{ return('') }}{%- endif -%}
+  {%- set m = number_var('recall_index_hnsw_m') | int -%}
+  {%- set ef = number_var('recall_index_hnsw_ef_construction') | int -%}
+  {%- if ef < 2 * m -%}
+    {{ exceptions.raise_compiler_error('var recall_index_hnsw_ef_construction (' ~ ef ~ ') must be at least twice'
+        ~ ' recall_index_hnsw_m (' ~ m ~ '): pgvector requires ef_construction >= 2 * m') }}
+  {%- endif -%}
+  {%- set name = this.identifier ~ '_embedding_hnsw_m' ~ m ~ '_ef' ~ ef -%}
+  {%- if name | length > 63 -%}
+    {{ exceptions.raise_compiler_error('vector_index_hook: the index name ' ~ name ~ ' is longer than 63 characters') }}
+  {%- endif -%}
+  {%- set table = sql_literal(this.include(database=false) | string) ~ '::regclass' -%}
+  {%- set schema = sql_literal(this.schema) -%}
+  {%- set body -%}
+do $vector_index_hook$
+declare
+    r record;
+begin
+    -- the same name on another table of the schema (a full refresh's backup relation): drop it first
+    for r in
+        select i.relname from pg_class as i
+        inner join pg_index as x on x.indexrelid = i.oid
+        inner join pg_namespace as n on n.oid = i.relnamespace
+        where n.nspname = {{ schema }} and i.relname = {{ sql_literal(name) }} and x.indrelid <> {{ table }}
+    loop
+        execute format('drop index %I.%I', {{ schema }}, r.relname);
+    end loop;
+    -- any other hnsw index of this table (built with other parameters)
+    for r in
+        select i.relname from pg_index as x
+        inner join pg_class as i on i.oid = x.indexrelid
+        inner join pg_am as a on a.oid = i.relam
+        where x.indrelid = {{ table }} and a.amname = 'hnsw' and i.relname <> {{ sql_literal(name) }}
+    loop
+        execute format('drop index %I.%I', {{ schema }}, r.relname);
+    end loop;
+    create index if not exists {{ adapter.quote(name) }} on {{ this }}
+        using hnsw ((embedding::{{ embedding_type() | trim }}) vector_cosine_ops)
+        with (m = {{ m }}, ef_construction = {{ ef }});
+end
+$vector_index_hook$
+  {%- endset -%}
+  {%- if body.count('$vector_index_hook$') != 2 -%}
+    {{ exceptions.raise_compiler_error("vector_index_hook: a name holds the block's quote tag") }}
+  {%- endif -%}
+  {{ return(body) }}
 {%- endmacro %}

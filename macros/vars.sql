@@ -93,6 +93,8 @@
       'recall_index_nprobe': {'kind': 'number', 'integer': true, 'min': 1, 'max': big},
       'recall_index_candidates': {'kind': 'number', 'integer': true, 'min': 1, 'max': big},
       'recall_index_ef_search': {'kind': 'number', 'integer': true, 'min': 0, 'max': 1000},
+      'recall_index_hnsw_m': {'kind': 'number', 'integer': true, 'min': 2, 'max': 100},
+      'recall_index_hnsw_ef_construction': {'kind': 'number', 'integer': true, 'min': 4, 'max': 1000},
       'recall_index_max_share': share,
       'recall_index_lists_per_sqrt': {'kind': 'number', 'min': 0, 'max': 1000000},
       'recall_index_retrain_growth': {'kind': 'number', 'min': 1, 'max': 1000000},

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from recall_shim import (DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
+from recall_shim import (BuildFailed, DimensionMismatch, InvalidQuery, LocalPostgres, MemoryStore,
                          PgMemoryStore)
 
 from recall_shim.common.paths import project_dir
@@ -154,11 +154,19 @@ def test_recall_errors_and_scoping(pg_store: Any) -> None:
     assert "User lives in Paris" in block
 
 
+def hnsw_indexes(conn: Any) -> list[tuple[str, int, str]]:
+    """(name, oid, indexdef) of every hnsw index on long_term_memory, by name."""
+    return pg_rows(conn, "select i.relname, i.oid::bigint, pg_get_indexdef(i.oid) from pg_index as x"
+                         " join pg_class as i on i.oid = x.indexrelid join pg_am as a on a.oid = i.relam"
+                         " where a.amname = 'hnsw' and x.indrelid = to_regclass(%s) order by 1",
+                   [f'"{conn.schema}"."long_term_memory"'])
+
+
 def test_long_term_memory_has_an_hnsw_index(pg_store: Any) -> None:
-    s = pg_store.conn.schema
-    defs = [r[0] for r in pg_rows(pg_store.conn, "select indexdef from pg_indexes where schemaname = %s"
-                                                 " and tablename = 'long_term_memory'", [s])]
-    assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in defs), defs
+    """One hnsw (cosine) index, built by the model's post-hook with the shipped vars (m 16, ef_construction 96)."""
+    (name, _, indexdef), = hnsw_indexes(pg_store.conn)
+    assert name == "long_term_memory_embedding_hnsw_m16_ef96"
+    assert "vector_cosine_ops" in indexdef and "WITH (m='16', ef_construction='96')" in indexdef, indexdef
 
 
 def test_agent_and_session_scopes(pg_store: Any) -> None:
@@ -265,3 +273,34 @@ def test_plain_dbt_build_runs_every_data_test(pg_store: Any, tmp_path: Any) -> N
                           for uid, v in status.items()), text[-4000:]
     for name in ("test.agent_memory.forgotten_data_stays_forgotten", "test.agent_memory.list_values_exist_in_"):
         assert any(uid.startswith(name) for uid in status), f"{name} did not run"
+
+
+def test_the_hnsw_graph_is_built_with_the_vars_and_rebuilt_once_when_they_change(pg_store: Any) -> None:
+    """Runs last (module order): the post-hook (vector_index_hook) keeps one hnsw index whose name
+    and storage parameters are the vars; the same vars keep it (same oid), new vars replace it
+    once, a bad pair fails the build, a full refresh leaves one. Ends with the shipped vars."""
+    conn, s = pg_store.conn, pg_store.conn.schema
+    (name, oid, indexdef), = hnsw_indexes(conn)
+    assert name == "long_term_memory_embedding_hnsw_m16_ef96"
+    assert "m='16'" in indexdef and "ef_construction='96'" in indexdef, indexdef
+    pg_store.build()
+    assert hnsw_indexes(conn) == [(name, oid, indexdef)]  # not rebuilt
+    pg_store.build(vars={"recall_index_hnsw_ef_construction": 128})
+    (name2, oid2, indexdef2), = hnsw_indexes(conn)
+    assert name2 == "long_term_memory_embedding_hnsw_m16_ef128" and oid2 != oid
+    assert "m='16'" in indexdef2 and "ef_construction='128'" in indexdef2, indexdef2
+    with pytest.raises(BuildFailed) as failed:
+        pg_store.build(vars={"recall_index_hnsw_m": 16, "recall_index_hnsw_ef_construction": 20})
+    assert "recall_index_hnsw_ef_construction (20) must be at least twice recall_index_hnsw_m (16)" in failed.value.output
+    assert [r[:2] for r in hnsw_indexes(conn)] == [(name2, oid2)]  # the failed build changed nothing
+    pg_store.build()  # the shipped vars again: rebuilt once
+    (name3, oid3, indexdef3), = hnsw_indexes(conn)
+    assert name3 == name and oid3 not in (oid, oid2) and "ef_construction='96'" in indexdef3
+    # a full refresh: dbt renames the old table (its index keeps the name) before the hook runs
+    pg_store.build(full_refresh=True)
+    (name4, oid4, _), = hnsw_indexes(conn)
+    assert name4 == name and oid4 != oid3
+    every = pg_rows(conn, "select c.relname from pg_class as c join pg_namespace as n on n.oid = c.relnamespace"
+                          " join pg_am as a on a.oid = c.relam where n.nspname = %s and a.amname = 'hnsw'", [s])
+    assert every == [(name,)]  # and no other table of the schema keeps one
+    assert pg_store.recall("where does the user live?", user_id="w2", min_sim=0.0, record_access=False)

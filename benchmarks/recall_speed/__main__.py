@@ -349,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
                          "(comma-separated, e.g. 0,200), same store and queries")
     ap.add_argument("--pg-hnsw", default="",
                     help="postgres: the benchmark's HNSW index built with these parameters, e.g. "
-                         "m=16,ef_construction=128 (default: pgvector's, as the model's index)")
+                         "m=16,ef_construction=128 (default: the model's, vars recall_index_hnsw_m and "
+                         "recall_index_hnsw_ef_construction of dbt_project.yml)")
     a = ap.parse_args(argv)
     if a.quick:
         a.sizes, a.queries, a.slow_queries = "50000", 50, 5

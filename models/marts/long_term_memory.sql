@@ -7,15 +7,17 @@
     other row gets its strength columns from int_memory_strength (decay moves every strength every
     day), and rows no longer kept (gone, archived, dropped) are deleted. On PostgreSQL the same
     merge runs as plain statements (macro kept_memory_strategy, macros/incremental.sql), the
-    indexes (HNSW, memory_id, user_id, consolidated_at) are created with the table and maintained
-    on insert and update, and fillfactor 50 leaves room for the strength update to stay a
+    btree indexes (memory_id, user_id, consolidated_at) are created with the table, the HNSW index
+    by the post-hook (vector_index_hook, with the recall_index_hnsw_* vars), all maintained on
+    insert and update, and fillfactor 50 leaves room for the strength update to stay a
     heap-only update that no index sees (docs/scaling_out.md, "Incremental builds"). -#}
 {{ config(
     materialized='incremental',
     incremental_strategy=kept_memory_strategy(),
     unique_key='memory_id',
     on_schema_change='append_new_columns',
-    indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id']]) + vector_index(),
+    indexes=lookup_indexes([['memory_id'], ['consolidated_at'], ['user_id']]),
+    post_hook=["{{ vector_index_hook() }}"],
     fillfactor=50,
     merge_clauses={
         'when_matched': [
