@@ -34,7 +34,7 @@ class TurnLinks:
     def of(cls, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> "TurnLinks":
         """From unsorted arrays (rows >= 0 valid; a pair with a negative row is dropped)."""
         src, dst, weight = (np.asarray(a) for a in (src, dst, weight))
-        ok = (src >= 0) & (dst >= 0) if src.min(initial=0) < 0 or dst.min(initial=0) < 0 else np.ones(len(src), bool)
+        ok = (src >= 0) & (dst >= 0)
         src, dst, weight = src[ok].astype(np.int64), dst[ok].astype(np.int64), weight[ok].astype(np.float64)
         order = np.lexsort((dst, src))
         return cls(src[order], dst[order], weight[order])

@@ -54,13 +54,14 @@ class CompiledTail:
         if self._con is con and self._cursor is not None:
             return self._cursor
         cur = con.cursor()
-        snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        name = str(con.execute("select current_database()").fetchone()[0])
+        snap = sql_ident(name)
         ltm, terms, stats = (f"{snap}.main.{t}" for t in ("long_term_memory", "memory_term_index", "memory_term_stats"))
         # a snapshot published before a column existed (the turn columns) reads it as NULL: its
         # recall statement does not use it either
         held = {r[0] for r in cur.execute("select column_name from information_schema.columns where table_catalog = ?"
                                           " and table_schema = 'main' and table_name = 'long_term_memory'",
-                                          [str(con.execute("select current_database()").fetchone()[0])]).fetchall()}
+                                          [name]).fetchall()}
         cols = ", ".join(f"null::{_LATE_COLUMNS[c]} as {c}" if c in _LATE_COLUMNS and c not in held else c
                          for c in MEMORY_COLUMNS)
         self._relations = (ltm, terms)
