@@ -130,6 +130,7 @@ coalesce({{ bm25 }}, 0)
   {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
 {%- endif -%}
 {%- set lexical = fusion != 'vector' -%}
+{%- set context = lexical and turn_context_on() -%}
 {%- set timed = lexical and time_expressions is not none and number_var('time_scope_weight') != 1 -%}
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
@@ -184,19 +185,37 @@ query_terms as (
     from recall_queries
 ),
 
+{% if context -%}
+-- every matching memory of the user's own BM25 (in scope or not: an episode lends its score to
+-- its neighbours whatever the kind filter), then each scoped memory's own plus its neighbour
+-- episodes' at the turn-context weights (turn_context_ctes)
+lexical_own as (
+    {{ lexical_own_sql('query_terms', terms, term_stats, user_id) }}
+),
+
+{{ turn_context_ctes(memories, 'scoped_memories', user_id) }},
+
 lexical_leg as (
     select
-        qt.intent_id,
-        t.memory_id,
-        sum({{ bm25_term('t.tf', 't.doc_len', 's.avg_doc_len', 's.n_docs', 's.df') }}) as lexical_score
-    from query_terms as qt
-    inner join {{ term_stats }} as s
-        on s.user_id = {{ user_id }} and s.term = qt.term
-    inner join {{ terms }} as t
-        on t.user_id = {{ user_id }} and t.term = qt.term
-    where t.memory_id in (select memory_id from scoped_memories)
-    group by qt.intent_id, t.memory_id
+        intent_id,
+        memory_id,
+        sum(lexical_score) as lexical_score
+    from (
+        select o.intent_id, o.memory_id, o.lexical_score
+        from lexical_own as o
+        where o.memory_id in (select memory_id from scoped_memories)
+        union all
+        select o.intent_id, k.memory_id, k.weight * o.lexical_score as lexical_score
+        from turn_links as k
+        inner join lexical_own as o on o.memory_id = k.neighbour_id
+    ) as shares
+    group by intent_id, memory_id
 ),
+{%- else -%}
+lexical_leg as (
+    {{ lexical_own_sql('query_terms', terms, term_stats, user_id, only='scoped_memories') }}
+),
+{%- endif %}
 
 lexical_ranked as (
     select

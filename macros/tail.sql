@@ -74,8 +74,8 @@ checked as (
     from typed
 )
 
-select landing_id, user_id, session_id, agent_id, role, content, message_at, message_id, landed_at, landing_file,
-    landing_seq
+select landing_id, user_id, session_id, agent_id, msg_seq, role, content, message_at, message_id, landed_at,
+    landing_file, landing_seq
 from checked
 where reject_reason is null
 {%- endmacro %}
@@ -194,15 +194,25 @@ provenance as (
     select
         s.memory_id,
         coalesce(
-            {{ list_agg('a.session_id', 'a.session_id', distinct=true) }} filter (where a.session_id is not null),
+            {{ list_agg('s.session_id', 's.session_id', distinct=true) }} filter (where s.session_id is not null),
             {{ text_list_literal('') }}
         ) as session_ids,
         coalesce(
-            {{ list_agg('a.agent_id', 'a.agent_id', distinct=true) }} filter (where a.agent_id is not null),
+            {{ list_agg('s.agent_id', 's.agent_id', distinct=true) }} filter (where s.agent_id is not null),
             {{ text_list_literal('') }}
-        ) as agent_ids
-    from (select memory_id, user_id, unnest(source_message_ids) as message_id from candidates) as s
-    inner join accepted as a on a.user_id = s.user_id and a.message_id = s.message_id
+        ) as agent_ids,
+        max(case when s.source_rank = 1 then s.session_id end) as turn_session_id,
+        max(case when s.source_rank = 1 then s.msg_seq end) as turn_seq
+    from (
+        select
+            s.memory_id,
+            a.session_id,
+            a.agent_id,
+            a.msg_seq,
+            row_number() over (partition by s.memory_id order by a.message_at, a.message_id) as source_rank
+        from (select memory_id, user_id, unnest(source_message_ids) as message_id from candidates) as s
+        inner join accepted as a on a.user_id = s.user_id and a.message_id = s.message_id
+    ) as s
     group by s.memory_id
 )
 
@@ -213,6 +223,8 @@ provenance as (
     'is_question': '(' ~ is_question_memory('c.kind', 'c.content') ~ ')',
     'session_ids': 'p.session_ids',
     'agent_ids': 'p.agent_ids',
+    'turn_session_id': 'p.turn_session_id',
+    'turn_seq': 'p.turn_seq',
 } %}
 select
     {%- for name, type in tail_memory_columns() if name != 'embedding' %}
@@ -288,7 +300,7 @@ where t.kind != 'episode'
     ('memory_id', 'text'), ('user_id', 'text'), ('kind', 'text'), ('content', 'text'), ('embedding', 'embedding'),
     ('created_at', 'timestamp'), ('happened_on', 'date'), ('happened_grain', 'text'),
     ('source_message_ids', 'text[]'), ('strength', 'double precision'), ('is_question', 'boolean'),
-    ('session_ids', 'text[]'), ('agent_ids', 'text[]'),
+    ('session_ids', 'text[]'), ('agent_ids', 'text[]'), ('turn_session_id', 'text'), ('turn_seq', 'bigint'),
 ]) }}
 {%- endmacro %}
 

@@ -61,6 +61,8 @@
       'fusion_rrf_k': {'kind': 'number', 'min': 0, 'max': big},
       'fusion_vector_weight': share,
       'lexical_saturation': {'kind': 'number', 'min': 0, 'max': big},
+      'lexical_context_prev_weight': {'kind': 'number', 'min': 0, 'max': 1000},
+      'lexical_context_next_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'question_episode_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'time_scope_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'strength_weight': share,

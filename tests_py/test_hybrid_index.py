@@ -114,6 +114,7 @@ def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) 
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot, content,
         embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to, is_question,
         []::varchar[] as agent_ids, []::varchar[] as session_ids,
+        'sess' || (hash(memory_id) % 40)::varchar as turn_session_id, (hash(memory_id) // 40 % 100000)::bigint as turn_seq,
         timestamp '2026-01-01 08:00:00' + to_minutes((hash(memory_id) % 500000)::bigint) as created_at,
         case when hash(memory_id) % 3 = 0 then date '2025-11-01' + (hash(memory_id) % 90)::integer end as happened_on,
         case when hash(memory_id) % 3 = 0 then 'day' end as happened_grain
@@ -142,7 +143,10 @@ def make_store(corpus: dict, tmp_path: Path, fusion: str, **settings: float) -> 
     store = MemoryStore(tmp_path / f"{fusion}.duckdb")
     snap = write_snapshot(store.paths.serving / "snap-20260101T000000000000-hybrid01.duckdb", corpus["rows"],
                           corpus["statements"][fusion], min_rows=1000, lists_per_sqrt=1.0, **settings)
-    assert build_index(snap)["indexed_users"] == 1
+    stats = build_index(snap)
+    # the turn context's links (session neighbours' episodes) are in the index: the lexical leg
+    # checked below includes their shares
+    assert stats["indexed_users"] == 1 and stats["turn_links"] > 50
     assert build_term_postings(snap)["postings"] > 10_000
     return store, snap
 

@@ -67,7 +67,7 @@ def write_snapshot(path: Path, rows: dict[str, list], template: Path, **settings
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot,
         content, embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to,
         kind = 'skill' and content like '%7' as is_question, []::varchar[] as agent_ids,
-        []::varchar[] as session_ids,
+        []::varchar[] as session_ids, null::varchar as turn_session_id, null::bigint as turn_seq,
         timestamp '2026-01-01 08:00:00' + to_minutes((hash(memory_id) % 500000)::bigint) as created_at,
         case when hash(memory_id) % 3 = 0 then date '2025-11-01' + (hash(memory_id) % 90)::integer end as happened_on,
         case when hash(memory_id) % 3 = 0 then 'day' end as happened_grain

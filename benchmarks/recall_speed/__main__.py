@@ -41,7 +41,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from recall_shim.serving.hybrid import fusion_of
+from recall_shim.serving.fusion import fusion_of
 from recall_shim.serving.index import index_dir
 from recall_shim.serving.index_build import build_index
 from recall_shim.serving.snapshot import connect_snapshot

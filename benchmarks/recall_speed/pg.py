@@ -42,7 +42,8 @@ _COLUMNS = ("memory_id text, user_id text, kind varchar, slot text, content text
             " created_at timestamp, last_accessed timestamp, access_count bigint, strength double precision,"
             " mention_count integer, source_message_ids text[], valid_from timestamp, valid_to timestamp,"
             " strength_as_of timestamp, embedding_form text, is_question boolean, embedding_model text,"
-            " session_ids text[], agent_ids text[], happened_on date, happened_grain text")
+            " session_ids text[], agent_ids text[], happened_on date, happened_grain text, turn_session_id text,"
+            " turn_seq bigint")
 
 
 def _dbt_compiled(conn: Any, dim: int, work: Path, extra_vars: dict | None = None) -> None:

@@ -192,7 +192,8 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
         embedding float[{spec.dim}], created_at timestamp, last_accessed timestamp, access_count bigint,
         strength double, mention_count bigint, source_message_ids varchar[], valid_from timestamp,
         valid_to timestamp, strength_as_of timestamp, embedding_model varchar, is_question boolean,
-        agent_ids varchar[], session_ids varchar[], happened_on date, happened_grain varchar)""")
+        agent_ids varchar[], session_ids varchar[], happened_on date, happened_grain varchar,
+        turn_session_id varchar, turn_seq bigint)""")
     con.execute("""create table term_rows (memory_id varchar, user_id varchar, term varchar, tf bigint,
         doc_len bigint)""")
     vocabulary = term_names(spec)
@@ -229,7 +230,7 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
             'mem_' || md5('synthetic|' || i), user_id, kind, null,
             content, embedding,
             timestamp '2026-01-01', null, 0, strength, 1, ['msg_' || i], timestamp '2026-01-01', null,
-            timestamp '2026-06-01', 'synthetic', false, [], [], null, null from chunk""")
+            timestamp '2026-06-01', 'synthetic', false, [], [], null, null, null, null from chunk""")
         con.unregister("chunk")
     # the term index as the dbt models lay it out (memory_term_index.sql, memory_term_stats.sql)
     con.execute("""create table memory_term_index as select memory_id || ':' || term as term_entry_id,

@@ -73,6 +73,8 @@ select
     {{ sql_literal(string_var('embedding_model')) }} as embedding_model,
     p.session_ids,
     p.agent_ids,
+    p.turn_session_id,
+    p.turn_seq,
     m.consolidated_at
 from kept as k
 inner join strengths as s on s.memory_id = k.memory_id

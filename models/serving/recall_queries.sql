@@ -11,6 +11,11 @@
     ('tokenize', 'select ' ~ tokenize('$1::varchar') ~ ' as terms',
      '$1 text VARCHAR'),
 ] -%}
+{#- the turn context's links (macros/turn_context.sql) for the serving index and the hot tail (DuckDB) -#}
+{%- if target.type != 'postgres' -%}
+{%- do statements.append(('turn_links', turn_links_sql('long_term_memory'),
+    'every current memory of relation long_term_memory: user_id, memory_id, neighbour_id, weight, id64, neighbour_id64')) -%}
+{%- endif -%}
 {#- the hot tail's statements (macros/tail.sql, docs/serving.md "Hot tail"), both targets -#}
 {%- if bool_var('hot_tail') -%}
 {%- do statements.extend([
@@ -52,6 +57,8 @@
         {{ sql_literal(time_scope_pattern(ref('time_expressions'))) }}::varchar as time_scope_pattern,
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
+        {{ number_var('lexical_context_prev_weight') }}::{{ double_type() }} as lexical_context_prev_weight,
+        {{ number_var('lexical_context_next_weight') }}::{{ double_type() }} as lexical_context_next_weight,
         {{ number_var('fusion_rrf_k') }}::{{ double_type() }} as fusion_rrf_k,
         {{ sql_literal(formula.relevance) }} as relevance_numpy,
         {{ sql_literal(formula.factor) }} as factor_numpy,

@@ -45,23 +45,10 @@ import numpy as np
 from recall_shim.serving.formula import near_top
 from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, row_dots
 from recall_shim.serving.index_ivf import EMPTY_ROWS, in_sorted, load_faiss, valid_hits
+from recall_shim.serving.fusion import HYBRID_FUSIONS, Fusion
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
-HYBRID_FUSIONS = ("weighted", "lexical", "rrf")
 MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """Which fusion the snapshot's recall statement was compiled with (recall_queries), for the
-    candidate search; the score itself is ``SnapshotIndex.formula``."""
-
-    method: str
-    episodes_by_default: bool = True
-    # questions that ask what the assistant said (var assistant_question_pattern): '' = none
-    assistant_question_pattern: str = ""
-    # questions that may name a time (recall_queries.time_scope_pattern): '' = time scope off
-    time_scope_pattern: str = ""
 
 
 class Unserved(Exception):
@@ -113,7 +100,7 @@ class HybridSearcher:
             raise Unserved("rrf needs exact global vector ranks")
         self.check_time_scope(texts)
         try:
-            lex = self._lexical(con, user_id, texts, len(q64))
+            lex = [self.with_context(lx) for lx in self._lexical(con, user_id, texts, len(q64))]
         except LookupError as exc:
             raise Unserved(str(exc)) from None
         out = []
@@ -169,6 +156,11 @@ class HybridSearcher:
             rows, score = self.postings.scores(u, terms, self.lexicon.k1, self.lexicon.b)
             out.append(_Lexical(rows, score))
         return out
+
+    def with_context(self, lex: _Lexical) -> _Lexical:
+        """The lexical leg with the turn context's shares (recall_shim/serving/context.py): what
+        the compiled statement's lexical_leg sums, before the kind filter (applied to the rows)."""
+        return _Lexical(*self.index.turns.add(lex.rows, lex.score))
 
     def score_rows(self, rows: np.ndarray, cos: np.ndarray, ls: np.ndarray, mn: float, mx: float,
                fac: np.ndarray) -> np.ndarray:
@@ -394,17 +386,3 @@ class HybridSearcher:
                 m *= 2
             else:
                 k_cand, nprobe = k_cand * 2, nprobe * 2
-
-
-def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
-    """The Fusion and Lexicon of a snapshot's recall_queries rows (by query_name), or None for a
-    snapshot published before they were (then hybrid recall runs as compiled)."""
-    try:
-        row = rows["recall"]
-        fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
-                        str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""))
-        lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
-                          str(rows["tokenize"]["sql_text"]))
-        return fusion, lexicon
-    except (KeyError, TypeError, ValueError):
-        return None

@@ -52,12 +52,13 @@ from typing import Any, NamedTuple, Sequence
 import duckdb
 import numpy as np
 
+from recall_shim.serving.context import TurnLinks
 from recall_shim.serving.formula import RecallFormula, near_top
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import EMPTY_ROWS, valid_hits, load_faiss
 from recall_shim.serving.recalled import as_date, as_datetime
 
-FORMAT = 3  # 2: append-only heavy files (vrow), IVF tails; 3: the payload holds the dates
+FORMAT = 4  # 2: append-only heavy files (vrow), IVF tails; 3: the payload holds the dates; 4: turn links
 TIE_MARGIN = 1e-5  # float32 screening error allowance before the float64 re-rank
 SCAN_CHUNK = 65_536  # rows per exact-scan step
 
@@ -148,6 +149,7 @@ class SnapshotIndex:
         self.id64, self.memory_id, self.kind = load("id64"), load("memory_id"), np.load(folder / "kind.npy")
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
+        self.turns = TurnLinks.load(folder)  # the turn context's links (recall_shim/serving/context.py)
         question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
         # the factor per row, once for each value of the per-intent input to_assistant (the query
         # asks what the assistant said: var assistant_question_pattern, hybrid fusions only)

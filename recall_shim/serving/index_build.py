@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from recall_shim.common.durable import fsync_files
+from recall_shim.serving.context import TurnLinks
 from recall_shim.serving.index import FORMAT, IndexSettings, index_dir, load_meta
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import build_user_ivf, load_faiss
@@ -24,6 +25,20 @@ from recall_shim.serving.snapshot import connect_snapshot
 __all__ = ["build_index"]
 
 CURRENT = "from long_term_memory where valid_to is null and user_id is not null"
+
+
+def _turn_links(con: Any, id64: np.ndarray) -> TurnLinks:
+    """The snapshot's turn-context links (published statement turn_links) as index rows; none for a
+    snapshot published without the statement or with the turn context off."""
+    found = con.execute("select sql_text from recall_queries where query_name = 'turn_links'").fetchall()
+    if not found:
+        return TurnLinks.empty()
+    pairs = con.execute(found[0][0]).fetchnumpy()
+    order = np.argsort(id64, kind="stable")
+    rows = lambda keys: order[np.minimum(np.searchsorted(id64[order], keys), len(order) - 1)]  # noqa: E731
+    src, dst = rows(pairs["neighbour_id64"]), rows(pairs["id64"])
+    held = (id64[src] == pairs["neighbour_id64"]) & (id64[dst] == pairs["id64"])
+    return TurnLinks.of(src[held], dst[held], np.asarray(pairs["weight"], dtype=np.float64)[held])
 
 
 def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
@@ -53,6 +68,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
             data = read_snapshot_reusing(con, tmp, dim, CURRENT, previous, prev_meta, settings.compact_share)
         if data is None:  # first build, compaction, other dimension: a fresh heavy generation
             data = read_snapshot_full(con, tmp, dim, CURRENT)
+        links = _turn_links(con, data["id64"])
     finally:
         con.close()
     read_s = time.monotonic() - started
@@ -69,6 +85,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))
     np.save(tmp / "norm.npy", data["norm"])
     np.save(tmp / "vrow.npy", data["vrow"])
+    links.save(tmp)
     light_s = time.monotonic() - started - read_s
 
     prefix: HeavyPrefix = data["heavy"]
@@ -83,7 +100,8 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     big: dict[str, dict[str, Any]] = {}
     stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0,
              "reused_rows": int(data["reused"]), "appended_rows": int(data["fresh"]),
-             "compacted": bool(data["compacted"]), "heavy_rows": prefix.rows, "linked_ivf": 0, "tail_rows": 0}
+             "compacted": bool(data["compacted"]), "heavy_rows": prefix.rows, "linked_ivf": 0, "tail_rows": 0,
+             "turn_links": len(links)}
     try:
         for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
             if hi - lo <= settings.min_rows:

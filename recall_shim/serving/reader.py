@@ -15,7 +15,8 @@ import numpy as np
 from recall_shim.errors import SnapshotIncomplete, StoreNotBuilt
 from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.formula import FormulaError, RecallFormula
-from recall_shim.serving.hybrid import HYBRID_FUSIONS, HybridSearcher, Unserved, fusion_of
+from recall_shim.serving.fusion import HYBRID_FUSIONS, fusion_of
+from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import Hit, Payload, SnapshotIndex, index_dir
 from recall_shim.common.paths import StorePaths
 from recall_shim.serving.published import ready_snapshots

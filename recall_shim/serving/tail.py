@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from recall_shim.common.embedding import embed_texts
@@ -37,7 +38,7 @@ from recall_shim.forget.journal import pending_forget
 from recall_shim.serving.reader import RecalledMemory, SnapshotReader
 from recall_shim.serving.tail_compiled import CompiledTail
 from recall_shim.serving.tail_files import (CANDIDATE_SCHEMA, COVERED_RECORD, EXTRACTION_SCHEMA, LANDED_SCHEMA,
-                                            MEMORY_COLUMNS, ROW_SCHEMA, TERM_SCHEMA, Tombstones, covered_files, dicts,
+                                            LINK_SCHEMA, MEMORY_COLUMNS, ROW_SCHEMA, TERM_SCHEMA, Tombstones, covered_files, dicts,
                                             jsonl_names, landed_message_files, landed_row, read_jsonl, file_stamp)
 from recall_shim.serving.tail_search import TailState, UserTail
 from recall_shim.serving.tail_worker import TailWorker
@@ -64,6 +65,7 @@ class HotTail(TailWorker[TailState]):
         self._clear()
         self._snapshot: Path | None = None
         self._statements: dict[str, str] | None = None
+        self._links_sql: str | None = None
         self._model = ""
         self._dim = 0
         self._check: tuple[Any, duckdb.DuckDBPyConnection] | None = None  # (connection, its cursor with views)
@@ -158,6 +160,8 @@ class HotTail(TailWorker[TailState]):
         settings = con.execute("select embedding_model, embedding_dim from recall_queries"
                                " where query_name = 'recall'").fetchone()
         self._statements = rows if set(STATEMENTS) <= set(rows) and settings else None
+        links = con.execute("select sql_text from recall_queries where query_name = 'turn_links'").fetchall()
+        self._links_sql = str(links[0][0]) if links else None  # a snapshot without the turn context: none
         if self._statements is not None:
             self._con.execute(self._statements["tail_seeds"])  # the rules' seed tables, once per snapshot
         if settings:
@@ -282,12 +286,34 @@ class HotTail(TailWorker[TailState]):
         stats: dict[str, list[dict[str, Any]]] = {}
         for s in dicts(self._con.execute(self._statements["tail_term_stats"])):
             stats.setdefault(s["user_id"], []).append(s)
+        links = self._turn_links(visible)
         for u, mems in visible.items():
             if mems:
                 self._users[u] = UserTail.of(mems, [t for t in self._terms.get(u, []) if t["memory_id"] in ids],
-                                             stats.get(u, []), MEMORY_COLUMNS)
+                                             stats.get(u, []), MEMORY_COLUMNS, links.get(u))
             else:
                 self._users.pop(u, None)
+
+    def _turn_links(self, visible: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, np.ndarray]]:
+        """Per user: the turn context's links (published turn_links) over the snapshot's memories
+        of the user and the visible tail memories, as the next build will compute them."""
+        mems = [{c: m.get(c) for c in LINK_SCHEMA.names} for ms in visible.values() for m in ms]
+        if self._links_sql is None or not mems:
+            return {}
+        con = self._reader.connection()
+        cur = con.cursor()
+        try:
+            snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+            cur.register("tail_link_arrow", pa.Table.from_pylist(mems, schema=LINK_SCHEMA))
+            cur.execute("create or replace temp view long_term_memory as select memory_id, user_id, kind, valid_to,"
+                        f" turn_session_id, turn_seq from {snap}.main.long_term_memory"
+                        " where user_id in (select user_id from tail_link_arrow)"
+                        " union all by name select * from tail_link_arrow")
+            found = cur.execute(self._links_sql).fetchnumpy()
+        finally:
+            cur.close()
+        users = np.asarray(found["user_id"], dtype=object)
+        return {u: {k: np.asarray(v)[users == u] for k, v in found.items()} for u in set(users.tolist())}
 
     def _embed(self, memories: list[dict[str, Any]]) -> None:
         """Each memory's vector: the store's model, the form the build embeds its kind in."""

@@ -21,6 +21,8 @@ from recall_shim.serving.reader import RecalledMemory, SnapshotReader, run_compi
 from recall_shim.serving.tail_files import MEMORY_COLUMNS, MEMORY_SCHEMA, TERM_SCHEMA
 from recall_shim.serving.tail_search import UserTail
 
+_LATE_COLUMNS = {"turn_session_id": "varchar", "turn_seq": "bigint"}  # long_term_memory's columns added later
+
 __all__ = ["CompiledTail"]
 
 
@@ -52,15 +54,23 @@ class CompiledTail:
         if self._con is con and self._cursor is not None:
             return self._cursor
         cur = con.cursor()
-        snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        name = str(con.execute("select current_database()").fetchone()[0])
+        snap = sql_ident(name)
         ltm, terms, stats = (f"{snap}.main.{t}" for t in ("long_term_memory", "memory_term_index", "memory_term_stats"))
-        cols = ", ".join(MEMORY_COLUMNS)
+        # a snapshot published before a column existed (the turn columns) reads it as NULL: its
+        # recall statement does not use it either
+        held = {r[0] for r in cur.execute("select column_name from information_schema.columns where table_catalog = ?"
+                                          " and table_schema = 'main' and table_name = 'long_term_memory'",
+                                          [name]).fetchall()}
+        cols = ", ".join(f"null::{_LATE_COLUMNS[c]} as {c}" if c in _LATE_COLUMNS and c not in held else c
+                         for c in MEMORY_COLUMNS)
         self._relations = (ltm, terms)
         self._register(cur, {}, None, dim)
         for view in (
             # the tail's visible memories and term rows are tables of this cursor (_register); the
             # snapshot's rows of a memory_id are never among them (hidden when the tail was made)
-            f"long_term_memory as select {cols} from {ltm} union all by name select {cols} from tail_mem",
+            f"long_term_memory as select {cols} from {ltm} union all by name select {', '.join(MEMORY_COLUMNS)}"
+            " from tail_mem",
             f"memory_term_index as select memory_id, user_id, term, tf, doc_len from {terms}"
             " union all select memory_id, user_id, term, tf, doc_len from tail_term",
             f"memory_term_stats as select user_id, term, df, n_docs, avg_doc_len from {stats}"

@@ -18,7 +18,8 @@ from recall_shim.common.paths import StorePaths
 TEXT_FIELDS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "role", "content", "ts",
                "message_id", "landed_at", "door_reason")
 MEMORY_COLUMNS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
-                  "valid_to", "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain")
+                  "valid_to", "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain",
+                  "turn_session_id", "turn_seq")
 COVERED_RECORD = "tail_covered.json"  # in <stem>.serving/ (a forget clears <stem>.dbt/, not this)
 
 
@@ -135,8 +136,8 @@ def landed_row(rec: dict[str, Any], landing_file: str) -> dict[str, Any]:
 LANDED_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in TEXT_FIELDS), pa.field("is_invalid_utf8", pa.bool_()),
                             pa.field("landing_seq", pa.int64()), pa.field("landing_file", pa.string()),
                             pa.field("loaded_at", pa.timestamp("us"))])
-ROW_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("landing_id", "user_id", "session_id", "agent_id", "role",
-                                                                "content")),
+ROW_SCHEMA = pa.schema([*(pa.field(k, pa.string()) for k in ("landing_id", "user_id", "session_id", "agent_id")),
+                         pa.field("msg_seq", pa.int64()), pa.field("role", pa.string()), pa.field("content", pa.string()),
                          pa.field("message_at", pa.timestamp("us")), pa.field("message_id", pa.string()),
                          pa.field("landed_at", pa.timestamp("us")), pa.field("landing_file", pa.string()),
                          pa.field("landing_seq", pa.int64())])
@@ -150,9 +151,13 @@ MEMORY_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("memory_id
                             pa.field("valid_to", pa.timestamp("us")), pa.field("is_question", pa.bool_()),
                             pa.field("agent_ids", pa.list_(pa.string())), pa.field("session_ids", pa.list_(pa.string())),
                             pa.field("created_at", pa.timestamp("us")), pa.field("happened_on", pa.date32()),
-                            pa.field("happened_grain", pa.string())])
+                            pa.field("happened_grain", pa.string()), pa.field("turn_session_id", pa.string()),
+                            pa.field("turn_seq", pa.int64())])
 CANDIDATE_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
                               pa.field("kind", pa.string()), pa.field("slot", pa.string()),
                               pa.field("created_at", pa.timestamp("us")), pa.field("embedding", pa.list_(pa.float32()))])
+LINK_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
+                          pa.field("kind", pa.string()), pa.field("valid_to", pa.timestamp("us")),
+                          pa.field("turn_session_id", pa.string()), pa.field("turn_seq", pa.int64())])
 TERM_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
                           pa.field("term", pa.string()), pa.field("tf", pa.int64()), pa.field("doc_len", pa.int64())])

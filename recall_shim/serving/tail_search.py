@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
+from recall_shim.serving.context import TurnLinks
 from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import TIE_MARGIN, Hit, Payload, row_dots
 from recall_shim.serving.recalled import as_date, as_datetime
@@ -55,10 +56,14 @@ class UserTail:
     df: dict[str, float]
     rows: list[dict[str, Any]] = field(default_factory=list)       # the memory rows (compiled path)
     term_rows: list[dict[str, Any]] = field(default_factory=list)  # their memory_term_index rows
+    # the turn context's links of the user over the snapshot and the tail (published turn_links:
+    # user_id, memory_id, neighbour_id, weight, id64, neighbour_id64), None without the turn context
+    links: dict[str, np.ndarray] | None = None
+    _turns: dict[tuple[str, int, int], TurnLinks] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, memories: list[dict[str, Any]], terms: list[dict[str, Any]], stats: list[dict[str, Any]],
-           columns: Sequence[str]) -> "UserTail":
+           columns: Sequence[str], links: dict[str, np.ndarray] | None = None) -> "UserTail":
         """From the tail's memory rows, term rows and term statistics of one user."""
         pos = {m["memory_id"]: i for i, m in enumerate(memories)}
         vectors = np.asarray([m["embedding"] for m in memories], dtype=np.float32).reshape(len(memories), -1)
@@ -85,7 +90,7 @@ class UserTail:
             n_docs=float(stats[0]["n_docs"]) if stats else 0.0,
             avg_doc_len=float(stats[0]["avg_doc_len"]) if stats else 0.0,
             df={s["term"]: float(s["df"]) for s in stats},
-            rows=[{c: m.get(c) for c in columns} for m in memories], term_rows=list(terms))
+            rows=[{c: m.get(c) for c in columns} for m in memories], term_rows=list(terms), links=links)
 
     def payload_of(self, p: int) -> Payload:
         """Tail memory ``p``'s payload, as the index's payload_of gives a snapshot row's."""
@@ -101,6 +106,29 @@ class UserTail:
             return ok
         wanted = set(kinds)
         return np.array([k in wanted for k in self.kind], dtype=bool)
+
+    def turn_links(self, ix: Any, lo: int, hi: int) -> TurnLinks:
+        """The links in block positions: the snapshot's row r of the user's block [lo, hi) is
+        r - lo, tail memory p is (hi - lo) + p (links to memories in neither are dropped)."""
+        key = (str(ix.folder), lo, hi)
+        if key not in self._turns:
+            out = TurnLinks.empty()
+            if self.links is not None and len(self.links["weight"]):
+                pos = {m: i for i, m in enumerate(self.memory_id)}
+                block = np.asarray(ix.id64[lo:hi])
+
+                def place(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+                    at = np.array([hi - lo + pos[m] if m in pos else -1 for m in ids.tolist()], dtype=np.int64)
+                    rest = np.flatnonzero(at < 0)
+                    if len(block) and len(rest):
+                        i = np.minimum(np.searchsorted(block, keys[rest]), len(block) - 1)
+                        at[rest] = np.where(block[i] == keys[rest], i, -1)
+                    return at
+
+                out = TurnLinks.of(place(self.links["neighbour_id"], self.links["neighbour_id64"]),
+                                   place(self.links["memory_id"], self.links["id64"]), self.links["weight"])
+            self._turns[key] = out
+        return self._turns[key]
 
     def bm25(self, terms: Sequence[str], stats: BM25Stats, k1: float, b: float) -> np.ndarray:
         out = np.zeros(len(self.memory_id))
@@ -132,6 +160,20 @@ def _stats(searcher: HybridSearcher, u: int | None, terms: Sequence[str], tail: 
     avg = (n_s * avg_s + tail.n_docs * tail.avg_doc_len) / n if n else 0.0
     df = {t: (searcher.postings.df_of(u, t) if u is not None else 0.0) + tail.df.get(t, 0.0) for t in set(terms)}
     return BM25Stats(n, avg, df)
+
+
+def _with_context(links: TurnLinks, lo: int, hi: int, l_rows: np.ndarray, l_score: np.ndarray,
+                  ls_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The snapshot's and the tail's own BM25 plus the turn context's shares (context.py)."""
+    if not len(links):
+        return l_rows, l_score, ls_t
+    nb = hi - lo
+    matched_t = np.flatnonzero(ls_t)
+    rows, score = links.add(np.concatenate([l_rows - lo, nb + matched_t]), np.concatenate([l_score, ls_t[matched_t]]))
+    snap = rows < nb
+    out_t = np.zeros(len(ls_t))
+    out_t[rows[~snap] - nb] = score[~snap]
+    return rows[snap] + lo, score[snap], out_t
 
 
 def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, user_id: str, vectors: np.ndarray,
@@ -170,6 +212,7 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
             except LookupError as exc:
                 raise Unserved(str(exc)) from None
         ls_t = tail.bm25(terms, stats, lexicon.k1, lexicon.b)
+        l_rows, l_score, ls_t = _with_context(tail.turn_links(ix, lo, hi), lo, hi, l_rows, l_score, ls_t)
         with np.errstate(invalid="ignore", divide="ignore"):
             cos_t = row_dots(tail.vectors, qn) / tail.norm
         ok_t = t_scope & np.isfinite(cos_t)

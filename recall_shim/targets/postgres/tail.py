@@ -49,7 +49,8 @@ _TS = "timestamp"
 MESSAGES = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id", _T), ("msg_seq", _T),
             ("role", _T), ("content", _T), ("ts", _T), ("message_id", _T), ("landed_at", _T), ("door_reason", _T),
             ("is_invalid_utf8", "boolean"), ("landing_seq", "bigint"), ("landing_file", _T), ("loaded_at", _TS))
-ROWS = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id", _T), ("role", _T), ("content", _T),
+ROWS = (("landing_id", _T), ("user_id", _T), ("session_id", _T), ("agent_id", _T), ("msg_seq", "bigint"),
+        ("role", _T), ("content", _T),
         ("message_at", _TS), ("message_id", _T), ("landed_at", _TS), ("landing_file", _T), ("landing_seq", "bigint"))
 EXTRACTIONS = (("message_id", _T), ("user_id", _T), ("kind", _T), ("slot", _T), ("content", _T),
                ("happened_on", "date"), ("happened_grain", _T), ("message_at", _TS), ("loaded_at", _TS))
