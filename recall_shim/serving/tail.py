@@ -156,12 +156,12 @@ class HotTail(TailWorker[TailState]):
 
     def _load_statements(self, con: duckdb.DuckDBPyConnection) -> None:
         rows = dict(con.execute("select query_name, sql_text from recall_queries"
-                                " where list_contains(?::varchar[], query_name)", [list(STATEMENTS)]).fetchall())
+                                " where list_contains(?::varchar[], query_name)",
+                                [[*STATEMENTS, "turn_links"]]).fetchall())
         settings = con.execute("select embedding_model, embedding_dim from recall_queries"
                                " where query_name = 'recall'").fetchone()
         self._statements = rows if set(STATEMENTS) <= set(rows) and settings else None
-        links = con.execute("select sql_text from recall_queries where query_name = 'turn_links'").fetchall()
-        self._links_sql = str(links[0][0]) if links else None  # a snapshot without the turn context: none
+        self._links_sql = rows.get("turn_links")  # a snapshot without the turn context: none
         if self._statements is not None:
             self._con.execute(self._statements["tail_seeds"])  # the rules' seed tables, once per snapshot
         if settings:
