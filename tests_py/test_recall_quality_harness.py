@@ -120,12 +120,21 @@ def test_locomo_session_log_mapping(tiny_locomo: locomo.Locomo) -> None:
     assert by_id["conv-a:D1:1"]["ts"] == "2023-05-08 13:56:00"
     assert by_id["conv-a:D1:2"]["ts"] == "2023-05-08 13:57:00"
     assert by_id["conv-a:D1:2"] | {} == {"user_id": "conv-a", "session_id": "conv-a:session_1", "msg_seq": 2,
-                                         "role": "user", "content": "Look at my garden!",
+                                         "role": "user", "content": "Look at my garden! [shares a photo of roses]",
                                          "ts": "2023-05-08 13:57:00", "message_id": "conv-a:D1:2"}
     named, _ = locomo.to_session_log(tiny_locomo, "speaker")
-    assert [r["content"] for r in named][:2] == ["Ann: I adopted a puppy yesterday.", "Bob: Look at my garden!"]
+    assert [r["content"] for r in named][:2] == ["Ann: I adopted a puppy yesterday.",
+                                                 "Bob: Look at my garden! [shares a photo of roses]"]
+    # the mapping before captions: the photo is dropped, every other field the same
+    plain, _ = locomo.to_session_log(tiny_locomo, "text", images="none")
+    assert [r["content"] for r in plain] == ["I adopted a puppy yesterday.", "Look at my garden!",
+                                             "I started pottery.", "Cool!", "I run marathons."]
+    assert [{k: v for k, v in r.items() if k != "content"} for r in plain] == \
+        [{k: v for k, v in r.items() if k != "content"} for r in rows]
     with pytest.raises(ValueError, match="content_form"):
         locomo.to_session_log(tiny_locomo, "caption")
+    with pytest.raises(ValueError, match="images"):
+        locomo.to_session_log(tiny_locomo, "text", images="alt")
 
 
 def test_locomo_requests_have_no_threshold(tiny_locomo: locomo.Locomo) -> None:

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run LoCoMo from this locomo10.json (snap-research/LoCoMo, CC BY-NC 4.0; never copied)")
     ap.add_argument("--locomo-content", default=LOCOMO_DEFAULT_FORM, choices=["text", "speaker", "both"],
                     help="LoCoMo message content: the turn text, '<speaker>: <text>', or both (two stores)")
+    ap.add_argument("--locomo-images", choices=("caption", "none"), default="caption",
+                    help="LoCoMo turns that share a photo: append its caption as LoCoMo's evaluation prompts do "
+                         "('<text> [shares <caption>]', the default) or drop it (the mapping before 2026-12-07)")
     ap.add_argument("--locomo-no-strength", action="store_true",
                     help="LoCoMo: also measure the three settings with strength ignored (strength_weight 0)")
     ap.add_argument("--try", dest="tries", action="append", default=[], metavar="LABEL=JSON",
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         modes = (runner.YARDSTICK_MODES + (runner.NO_STRENGTH_MODES if args.locomo_no_strength else [])
                  + tries)
         jobs.append(("locomo", lambda d: locomo.run(Path(args.locomo), d, forms, args.k, base_vars, modes,
-                                                    args.reuse)))
+                                                    args.reuse, args.locomo_images)))
     try:  # check the input files before any set runs (the development set takes minutes)
         if args.probes is not None:
             probes.load_probes(Path(args.probes))

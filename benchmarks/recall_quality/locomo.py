@@ -9,7 +9,11 @@ mapping into the session log (README "Recall quality", docs/recall.md "Yardstick
   - ts = the session's date_time ("1:56 pm on 8 May, 2023") plus one minute per turn: the
     conversations keep their own calendar, so a question naming a date ("in May 2023") means it
     (see to_session_log);
-  - content = the turn text, optionally prefixed with the speaker's name ("Caroline: ...").
+  - content = the turn text, optionally prefixed with the speaker's name ("Caroline: ..."); a
+    turn that shares a photo carries its caption as LoCoMo's own evaluation prompts render it
+    ("<text> [shares a photo of ...]", task_eval/evaluation_stats.py); `images="none"` drops it
+    (the mapping before 2026-12-07: 45% of the questions have an evidence turn with a photo, 31%
+    only such turns, and some answers are in the caption alone).
 Questions of categories 1-4 with evidence; category 5 (adversarial, unanswerable) is skipped.
 """
 
@@ -35,6 +39,7 @@ SKIPPED_CATEGORIES = {5: "adversarial"}
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 TS_FORMAT = "%Y-%m-%d %H:%M:%S"
 CONTENT_FORMS = ("text", "speaker")  # the turn text / "<speaker>: <turn text>"
+IMAGE_FORMS = ("caption", "none")  # a shared photo: its caption appended as "[shares ...]" / dropped
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
 
@@ -48,6 +53,7 @@ class Turn:
     speaker: str
     dia_id: str
     text: str
+    caption: str | None = None  # blip_caption of a photo the turn shares
 
 
 @dataclass
@@ -128,7 +134,9 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
         for t in turns:
             if not isinstance(t, dict) or not all(isinstance(t.get(k), str) for k in ("speaker", "dia_id", "text")):
                 raise LocomoFormatError(f"{sample_id}: {key}: every turn needs string speaker, dia_id and text")
-            parsed.append(Turn(t["speaker"], t["dia_id"], t["text"]))
+            caption = t.get("blip_caption")
+            parsed.append(Turn(t["speaker"], t["dia_id"], t["text"],
+                               caption.strip() if isinstance(caption, str) and caption.strip() else None))
         sessions.append(Session(int(m.group(1)), parse_locomo_datetime(when), parsed))
     if not sessions:
         raise LocomoFormatError(f"{sample_id}: no sessions")
@@ -171,7 +179,7 @@ def load_locomo(path: Path) -> Locomo:
     return Locomo(conversations, questions, skipped)
 
 
-def to_session_log(locomo: Locomo, content_form: str = "text") -> tuple[list[dict[str, Any]], str]:
+def to_session_log(locomo: Locomo, content_form: str = "text", images: str = "caption") -> tuple[list[dict[str, Any]], str]:
     """Session-log rows of every conversation and the as_of to build with: midnight after the day
     the latest conversation ends.
 
@@ -184,6 +192,8 @@ def to_session_log(locomo: Locomo, content_form: str = "text") -> tuple[list[dic
     day, which moved the dates the questions name."""
     if content_form not in CONTENT_FORMS:
         raise ValueError(f"content_form must be one of {CONTENT_FORMS}, got {content_form!r}")
+    if images not in IMAGE_FORMS:
+        raise ValueError(f"images must be one of {IMAGE_FORMS}, got {images!r}")
     end = max(s.started_at + timedelta(minutes=len(s.turns) - 1) for c in locomo.conversations for s in c.sessions).date()
     rows: list[dict[str, Any]] = []
     for c in locomo.conversations:
@@ -191,6 +201,8 @@ def to_session_log(locomo: Locomo, content_form: str = "text") -> tuple[list[dic
             for seq, t in enumerate(s.turns, start=1):
                 ts = s.started_at + timedelta(minutes=seq - 1)
                 text = t.text.strip()
+                if t.caption and images == "caption":
+                    text = f"{text} [shares {t.caption}]"
                 rows.append({
                     "user_id": c.sample_id,
                     "session_id": f"{c.sample_id}:session_{s.number}",
@@ -217,7 +229,8 @@ def score(locomo: Locomo, results: dict[str, list[dict[str, Any]]], ks: list[int
 
 
 def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_vars: dict[str, Any],
-        modes: list[tuple[str, dict[str, Any]]] | None = None, reuse: bool = False) -> tuple[str, dict[str, Any]]:
+        modes: list[tuple[str, dict[str, Any]]] | None = None, reuse: bool = False,
+        images: str = "caption") -> tuple[str, dict[str, Any]]:
     """Ingest, build and recall LoCoMo once per content form, measuring each mode (default: the
     yardsticks BM25 only, vector only, shipped hybrid); ``reuse`` keeps a store already built
     there (no ingest); returns (Markdown report, results)."""
@@ -235,11 +248,12 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
     report: list[str] = []
     results: dict[str, Any] = {"questions": len(locomo.questions), "skipped": locomo.skipped, "forms": {}}
     for form in content_forms:
-        db = out / f"locomo-{form}.duckdb"
-        rows, as_of = to_session_log(locomo, form)
-        log = runner.write_jsonl(out / f"locomo-{form}.jsonl", rows)
+        stem = f"locomo-{form}" + ("" if images == "caption" else f"-images-{images}")
+        db = out / f"{stem}.duckdb"
+        rows, as_of = to_session_log(locomo, form, images)
+        log = runner.write_jsonl(out / f"{stem}.jsonl", rows)
         t0 = time.monotonic()
-        print(f"content form {form!r}: ingest {len(rows)} messages, as_of {as_of}, store {db}", flush=True)
+        print(f"content form {form!r}, images {images!r}: ingest {len(rows)} messages, as_of {as_of}, store {db}", flush=True)
         if not runner.existing_store(db, reuse):
             runner.cli(db, "ingest", str(log))
         raw = runner.measure_modes(db, as_of, modes, base_vars, requests)
@@ -250,7 +264,7 @@ def run(path: Path, out: Path, content_forms: list[str], ks: list[int], base_var
             o = scores[label]["overall"]
             print(f"  {label}: " + "  ".join(f"{m} {o[m]:.3f}" for m in metric_names), flush=True)
         report.append(metrics.table(
-            f"LoCoMo, content {form!r}: " + " vs ".join(columns), columns, scores,
+            f"LoCoMo, content {form!r}, images {images!r}: " + " vs ".join(columns), columns, scores,
             cats + ["overall"], metric_names))
         report.append(f"Store: {counts['messages']} messages, {counts['embedded_texts']} embedded texts = "
                       f"{counts['embedded_per_message']:.3f} per message; memories by kind "
