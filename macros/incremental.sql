@@ -85,3 +85,21 @@ where not exists (select 1 from {{ target_rel }} as t where t.{{ key }} = s.{{ k
     {{ sql }}
   );
 {%- endmacro %}
+
+{#- Post-hook of a Python incremental model (DuckDB): drop the tables <identifier>__dbt_tmp<time>
+    dbt-duckdb leaves behind. Its py_write_table creates the run's new rows as a plain table
+    whatever `temporary` says, and the materialization drops only what it did not ask to be
+    temporary, so every incremental run left one table in the warehouse (one per build in an
+    analyst's catalog). Runs after the rows were appended; drops every leftover of the model,
+    older builds' too. -#}
+{% macro drop_python_model_leftovers(relation) -%}
+  {%- if execute and target.type == 'duckdb' -%}
+    {%- set found = run_query(
+        "select schema_name, table_name from duckdb_tables() where database_name = current_database()"
+        ~ " and starts_with(table_name, " ~ sql_literal(relation.identifier ~ '__dbt_tmp') ~ ")") -%}
+    {%- for row in found.rows -%}
+      {%- do run_query("drop table if exists " ~ adapter.quote(row[0]) ~ "." ~ adapter.quote(row[1])) -%}
+    {%- endfor -%}
+  {%- endif -%}
+select 1
+{%- endmacro %}

@@ -164,6 +164,10 @@ def test_failed_batches_are_retried_next_build_and_tokens_are_ledgered(
     assert query(fresh_store, "select count(*) from long_term_memory where content like 'LLM:%'") == [(4,)]
     recalled = fresh_store.recall("what does the user do on Tuesdays?", user_id="u1", min_sim=0, record_access=False)
     assert recalled[0].content == "LLM: Tuesdays I swim in the fjord"
+    # the Python model ran incrementally in builds 2 and 3: dbt-duckdb wrote each run's rows to a
+    # table <model>__dbt_tmp<time> and left it; the model's post-hook drops them
+    assert query(fresh_store, "select table_name from duckdb_tables() where table_name like '%dbt_tmp%'") == []
+    assert query(fresh_store, "select count(*) from int_llm_extraction_batches") == [(7,)]
 
 
 def test_off_by_default(fresh_store: MemoryStore, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
