@@ -225,7 +225,8 @@ patterns as (
         {{ pg_regex("string_agg(case when purpose = 'list' then pattern end, '|')") }} as list_pattern,
         {{ pg_regex("string_agg(case when purpose = 'entity' then pattern end, '|')") }} as entity_pattern,
         count(case when purpose = 'message' then 1 end) as message_steps,
-        count(case when purpose = 'clause' then 1 end) as clause_steps
+        count(case when purpose = 'clause' then 1 end) as clause_steps,
+        count(case when purpose = 'content' then 1 end) as content_steps
     from text_rules
 ),
 
@@ -368,7 +369,7 @@ items as (
         unnest(regexp_split_to_array(s.list_text, pt.list_pattern)) as it (item)
 ),
 
-extracted as (
+extracted_raw as (
     select
         i.message_id,
         i.user_id,
@@ -386,6 +387,33 @@ extracted as (
     from items as i, patterns as pt
     where (i.item != '' or i.statement not like '%{item}%')
         and trim(replace(i.statement, '{item}', i.item)) != ''
+),
+
+-- the 'content' rewrites, one step per recursion level: a clean third-person statement ("User lost
+-- my job" -> "User lost their job"; seeds/clause_rules.csv)
+{{ rewrite_steps(
+    'content_pass', 'extracted_raw',
+    ['message_id', 'user_id', 'message_at', 'loaded_at', 'sentence', 'clause', 'rule_id', 'kind', 'slot',
+     'polarity', 'entity'],
+    'content', 'content', 'content', seeds.clause_rules
+) }},
+
+extracted as (
+    select
+        p.message_id,
+        p.user_id,
+        p.message_at,
+        p.loaded_at,
+        p.sentence,
+        p.clause,
+        p.rule_id,
+        p.kind,
+        p.slot,
+        p.polarity,
+        trim(p.content) as content,
+        p.entity
+    from content_pass as p, patterns as pt
+    where p.step_no = pt.content_steps
 ),
 
 time_rules as (

@@ -40,6 +40,9 @@ FIRST: list[tuple[str, str, str]] = [
     ("sayzh", "2026-02-02 09:21:00", "我每天都喝奶茶，还有我 husband David 说我太忙了"),
     # a home move, then 'moved to' a tool (user x_mv)
     ("mv", "2026-02-02 09:22:00", "We moved to Denver at the start of May, we've relocated to Denver for good."),
+    # the first person in what a template takes from the clause (user x_fp)
+    ("fp", "2026-02-02 09:23:00", "I lost my job at the plant, and my colleague Rob invited me to a yoga class"),
+    ("fp", "2026-02-02 09:24:00", "I love how art lets us get our emotions out. I'm skilled at making my customers happy"),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -184,3 +187,15 @@ def test_moving_to_a_tool_is_no_home_move(store: MemoryStore) -> None:
     assert mv["User lives in Denver"][3] is None                            # still current
     assert not [c for c in mv if "Neovim" in c or "at the start" in c]
     assert mv["User stopped Sublime"][2] == "negative"
+
+
+def test_memories_are_third_person_statements(store: MemoryStore) -> None:
+    fp = _memories(store, "x_fp")
+    for content in ["User lost their job at the plant", "User's colleague Rob invited them to a yoga class",
+                    "User loves how art lets them get their emotions out", "User is skilled at making their customers happy"]:
+        assert content in fp, (content, sorted(fp))
+    assert "User's husband David 说用户太忙了" in _memories(store, "x_sayzh")
+    pronoun = r"(?i)(^|[^a-z'])(i|i'm|me|my|mine|myself|we|our)([^a-z']|$)|(^|[^A-Za-z'])us([^A-Za-z']|$)|我([^们]|$)"
+    first_person = query(store, "select content from int_memories_consolidated where kind not in ('episode', 'assistant')"
+                                " and regexp_matches(content, ?)", [pronoun])
+    assert first_person == []
