@@ -44,7 +44,8 @@ import numpy as np
 
 from recall_shim.serving.formula import near_top
 from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, row_dots
-from recall_shim.serving.index_ivf import EMPTY_ROWS, in_sorted, load_faiss, valid_hits
+from recall_shim.serving.index_ivf import EMPTY_ROWS, load_faiss, valid_hits
+from recall_shim.serving.lookup import in_sorted, positions
 from recall_shim.serving.fusion import HYBRID_FUSIONS, Fusion
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
@@ -63,10 +64,8 @@ class _Lexical:
     score: np.ndarray
 
     def of(self, rows: np.ndarray) -> np.ndarray:
-        if not len(self.rows):
-            return np.zeros(len(rows))
-        i = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
-        return np.where(self.rows[i] == rows, self.score[i], 0.0)
+        i = positions(self.rows, rows)
+        return np.where(i >= 0, self.score[np.maximum(i, 0)], 0.0) if len(self.rows) else np.zeros(len(rows))
 
 
 class HybridSearcher:
@@ -242,10 +241,8 @@ class HybridSearcher:
         lrank = np.empty(len(lrows))
         lrank[np.lexsort((ix.memory_id[lrows], -lscore))] = np.arange(1, len(lrows) + 1)
         lexical_rank = np.full(len(rows), np.nan)  # NaN: no lexical match (NULL in SQL)
-        if len(lrows):
-            i = np.minimum(np.searchsorted(lrows, rows), len(lrows) - 1)
-            hit = lrows[i] == rows
-            lexical_rank[hit] = lrank[i[hit]]
+        i = positions(lrows, rows)
+        lexical_rank[i >= 0] = lrank[i[i >= 0]]
         ls = lex.of(rows)
         rel = formula.relevance(cos=cos, cos_min=float(cos.min()), cos_max=float(cos.max()), bm25=ls,
                                 vector_rank=vrank, lexical_rank=lexical_rank)

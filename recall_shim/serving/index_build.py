@@ -20,6 +20,7 @@ from recall_shim.serving.index import FORMAT, IndexSettings, index_dir, load_met
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import build_user_ivf, load_faiss
 from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
+from recall_shim.serving.lookup import positions_unsorted
 from recall_shim.serving.snapshot import connect_snapshot
 
 __all__ = ["build_index"]
@@ -34,11 +35,9 @@ def _turn_links(con: Any, id64: np.ndarray) -> TurnLinks:
     if not found:
         return TurnLinks.empty()
     pairs = con.execute(found[0][0]).fetchnumpy()
-    order = np.argsort(id64, kind="stable")
-    rows = lambda keys: order[np.minimum(np.searchsorted(id64[order], keys), len(order) - 1)]  # noqa: E731
-    src, dst = rows(pairs["neighbour_id64"]), rows(pairs["id64"])
-    held = (id64[src] == pairs["neighbour_id64"]) & (id64[dst] == pairs["id64"])
-    return TurnLinks.of(src[held], dst[held], np.asarray(pairs["weight"], dtype=np.float64)[held])
+    # a pair with a memory the index does not hold (-1) is dropped by TurnLinks.of
+    return TurnLinks.of(positions_unsorted(id64, pairs["neighbour_id64"]), positions_unsorted(id64, pairs["id64"]),
+                        np.asarray(pairs["weight"], dtype=np.float64))
 
 
 def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:

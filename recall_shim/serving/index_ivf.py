@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from recall_shim.serving.lookup import in_sorted, positions
+
 EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 
 
@@ -100,18 +102,9 @@ def build_user_ivf(tmp: Path, n: int, lo: int, hi: int, data: dict[str, Any], un
 def valid_hits(block_ids: np.ndarray, lo: int, found: np.ndarray, tail: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Snapshot rows of IVF hits ``found`` (id64s) and which of them are valid: the memory is still
     in the user's block and the IVF holds it as is (not in the tail)."""
-    if not len(found) or not len(block_ids):
-        return np.zeros(len(found), np.int64), np.zeros(len(found), bool)
-    pos = np.minimum(np.searchsorted(block_ids, found), len(block_ids) - 1)
-    valid = block_ids[pos] == found
-    rows = lo + pos
+    pos = positions(block_ids, found)
+    valid = pos >= 0
+    rows = lo + np.maximum(pos, 0)
     if len(tail):
         valid &= ~in_sorted(tail, rows)
     return rows, valid
-
-
-def in_sorted(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    if not len(sorted_rows):
-        return np.zeros(len(rows), bool)
-    i = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
-    return sorted_rows[i] == rows

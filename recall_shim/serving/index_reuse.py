@@ -28,6 +28,7 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.index_heavy import HEAVY_FILES, HeavyPrefix, HeavyWriter, published_prefix
+from recall_shim.serving.lookup import positions_unsorted
 from recall_shim.common.sql import sql_literal
 
 # rows are reused only while the fresh ones stay below this share (else a full read is as cheap)
@@ -152,18 +153,11 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
     fp = light.column(5).to_numpy().astype(np.uint64)
 
     # match every row to the previous index by id64 (memory_ids are unique across users)
-    p_order = np.argsort(prev["id64"], kind="stable")
-    p_sorted = prev["id64"][p_order]
-    pos = np.clip(np.searchsorted(p_sorted, id64), 0, max(len(p_sorted) - 1, 0))
-    src = np.full(n, -1, dtype=np.int64)
-    if len(p_sorted):
-        same_id = p_sorted[pos] == id64
-        cand = p_order[pos]
-        same = same_id & (prev["fp"][cand] == fp)
-        src[same] = cand[same]
-        changed_ids = id64[same_id & ~same]
-    else:
-        changed_ids = np.zeros(0, dtype=np.int64)
+    at = positions_unsorted(prev["id64"], id64)
+    same_id = at >= 0
+    same = same_id & (prev["fp"][np.maximum(at, 0)] == fp) if len(prev["fp"]) else same_id
+    src = np.where(same, at, -1).astype(np.int64)
+    changed_ids = id64[same_id & ~same]
     fresh = np.flatnonzero(src < 0)
     if n and len(fresh) > MAX_FRESH_SHARE * n:
         return None

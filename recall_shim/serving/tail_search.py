@@ -27,6 +27,7 @@ import numpy as np
 from recall_shim.serving.context import TurnLinks
 from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import TIE_MARGIN, Hit, Payload, row_dots
+from recall_shim.serving.lookup import positions
 from recall_shim.serving.recalled import as_date, as_datetime
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
 
@@ -120,9 +121,7 @@ class UserTail:
                 def place(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
                     at = np.array([hi - lo + pos[m] if m in pos else -1 for m in ids.tolist()], dtype=np.int64)
                     rest = np.flatnonzero(at < 0)
-                    if len(block) and len(rest):
-                        i = np.minimum(np.searchsorted(block, keys[rest]), len(block) - 1)
-                        at[rest] = np.where(block[i] == keys[rest], i, -1)
+                    at[rest] = positions(block, keys[rest])
                     return at
 
                 out = TurnLinks.of(place(self.links["neighbour_id"], self.links["neighbour_id64"]),
@@ -233,11 +232,8 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
         mn, mx = float(every.min()), float(every.max())
         hits: list[Hit] = []
         if len(rows):
-            if len(l_rows):
-                j = np.minimum(np.searchsorted(l_rows, rows), len(l_rows) - 1)
-                ls = np.where(l_rows[j] == rows, l_score[j], 0.0)
-            else:
-                ls = np.zeros(len(rows))
+            j = positions(l_rows, rows)
+            ls = np.where(j >= 0, l_score[np.maximum(j, 0)], 0.0) if len(l_rows) else np.zeros(len(rows))
             hits = searcher.rank_screened(rows, c32, exact, ls, mn, mx, fac, top_k, min_sim)
         score_t = f.score(f.relevance(cos=np.clip(cos_t, mn, mx), cos_min=mn, cos_max=mx, bm25=ls_t), fac_t)
         for p in np.flatnonzero(ok_t & (cos_t >= min_sim) & np.isfinite(score_t)).tolist():

@@ -28,6 +28,7 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.index_reuse import MAX_FRESH_SHARE
+from recall_shim.serving.lookup import positions, positions_unsorted
 
 FORMAT = 2  # terms/meta.json "format": 2 = terms of users outside the index left out; reusable
 ARRAYS = ("term", "df", "post_start", "post_row", "post_tf", "post_len", "user_terms", "user_docs")
@@ -96,18 +97,15 @@ def plan_reuse(previous: Path | None, folder: Path, lexicon: str, max_term_bytes
     if row_user is None or prev_row_user is None or len(fp) != n or len(prev["fp"]) != pn:
         return None
     # previous user index -> new user index (-1: gone), and back
-    at = np.minimum(np.searchsorted(users, prev["users"]), max(len(users) - 1, 0))
-    user_map = np.where(users[at] == prev["users"], at, -1) if len(users) else np.full(len(prev["users"]), -1)
+    user_map = positions(users, prev["users"])
     prev_user = np.full(len(users), -1, dtype=np.int64)
     prev_user[user_map[user_map >= 0]] = np.flatnonzero(user_map >= 0)
     # every new row matched to the previous index by id64 (memory_ids are unique), same fp and user
     src = np.full(n, -1, dtype=np.int64)
     if pn and n:
-        p_order = np.argsort(prev["id64"], kind="stable")
-        p_sorted = prev["id64"][p_order]
-        pos = np.minimum(np.searchsorted(p_sorted, id64), pn - 1)
-        cand = p_order[pos]
-        same = (p_sorted[pos] == id64) & (prev["fp"][cand] == fp) & (user_map[prev_row_user[cand]] == row_user)
+        at = positions_unsorted(prev["id64"], id64)
+        cand = np.maximum(at, 0)
+        same = (at >= 0) & (prev["fp"][cand] == fp) & (user_map[prev_row_user[cand]] == row_user)
         src[same] = cand[same]
     fresh = np.flatnonzero(src < 0)
     if n and len(fresh) > MAX_FRESH_SHARE * n:
