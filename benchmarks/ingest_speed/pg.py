@@ -69,6 +69,10 @@ def run(sizes: list[int], increment: int, work: Path, user_size: int) -> list[di
 
     server = LocalPostgres(work / "pg-data")
     conn = server.start()
+    # the builds' sessions get the index memory docs/scaling_out.md ("Index memory") advises for
+    # the owner role: at 1M memories the HNSW graph does not fit the default 64 MB
+    with conn.connect(autocommit=True) as con:
+        con.execute("alter role current_user set maintenance_work_mem = '4GB'")
     try:
         return [run_size(conn, n, increment, work, user_size) for n in sizes]
     finally:
