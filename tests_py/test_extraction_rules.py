@@ -43,6 +43,7 @@ FIRST: list[tuple[str, str, str]] = [
     # the first person in what a template takes from the clause (user x_fp)
     ("fp", "2026-02-02 09:23:00", "I lost my job at the plant, and my colleague Rob invited me to a yoga class"),
     ("fp", "2026-02-02 09:24:00", "I love how art lets us get our emotions out. I'm skilled at making my customers happy"),
+    ("fp", "2026-02-02 09:25:00", "I can only imagine how tough it must be. I know how to make sushi"),
 ]
 LATER: list[tuple[str, str, str]] = [
     ("en", "2026-06-10 18:00:00", "We moved from Tromso to Bergen last month."),
@@ -192,7 +193,9 @@ def test_moving_to_a_tool_is_no_home_move(store: MemoryStore) -> None:
 def test_memories_are_third_person_statements(store: MemoryStore) -> None:
     fp = _memories(store, "x_fp")
     for content in ["User lost their job at the plant", "User's colleague Rob invited them to a yoga class",
-                    "User loves how art lets them get their emotions out", "User is skilled at making their customers happy"]:
+                    "User loves how art lets them get their emotions out", "User is skilled at making their customers happy",
+                    # "I can X" says what the user can do, not a skill ("User is skilled at only imagine ...")
+                    "User can only imagine how tough it must be", "User can make sushi"]:
         assert content in fp, (content, sorted(fp))
     assert "User's husband David 说用户太忙了" in _memories(store, "x_sayzh")
     pronoun = r"(?i)(^|[^a-z'])(i|i'm|me|my|mine|myself|we|our)([^a-z']|$)|(^|[^A-Za-z'])us([^A-Za-z']|$)|我([^们]|$)"
