@@ -172,6 +172,20 @@ def test_forget_removes_tail_memories_and_the_build_folds_the_rest_in(db: Path) 
     assert store.recall("apple trees in the garden", user_id="dora", min_sim=0) == []
 
 
+def test_the_tail_makes_the_builds_third_person_memories(db: Path) -> None:
+    # the tail runs the published extraction, the content rewrites included: the same memories
+    # (ids and wording) before the build as after it
+    store = MemoryStore(db)
+    store.remember("erin", "I lost my job at the plant, and my colleague Rob invited me to a yoga class",
+                   session_id="s9", msg_seq=1)
+    before = {(r.memory_id, r.content) for r in store.recall("job plant yoga Rob", user_id="erin", top_k=10, min_sim=-1)}
+    assert {"User lost their job at the plant", "User's colleague Rob invited them to a yoga class"} <= {
+        c for _, c in before}
+    store.build()
+    after = {(r.memory_id, r.content) for r in store.recall("job plant yoga Rob", user_id="erin", top_k=10, min_sim=-1)}
+    assert after == before
+
+
 def test_the_index_path_over_the_tail_equals_the_compiled_statement(db: Path, tmp_path: Path) -> None:
     # a tail user is scored from the index plus the tail's arrays with the published expressions;
     # the spec is the compiled statement over snapshot + tail (what a store without an index runs)
