@@ -8,7 +8,9 @@ store."""
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import tempfile
 import unicodedata
 from datetime import datetime, timedelta
@@ -92,11 +94,24 @@ def possible_reasons(row: dict[str, Any]) -> set[str] | None:
     return None
 
 
+# the seed's 'content' rewrites in step order (a memory is a third-person statement: a payload's
+# lone "i" or "me" is rewritten); RE2's $ is the end of the text, Python's \Z
+CONTENT_REWRITES = [
+    (re.compile(r["pattern"].replace("$", r"\Z")), r["replacement"])
+    for r in sorted(csv.DictReader((Path(__file__).resolve().parents[1] / "seeds" / "clause_rules.csv")
+                                   .read_text(encoding="utf-8").splitlines()),
+                    key=lambda r: (int(r["step"]), r["clause_rule_id"]))
+    if r["purpose"] == "content"
+]
+
+
 def expected_memory(row: dict[str, Any]) -> str | None:
     """The preference memory the English rule extracts from 'I prefer zq<i>x<payload>'."""
     if row["form"] != "pref" or SPLIT & set(row["payload"]) or len(row["content"]) > 1000:
         return None
     memory = "User prefers " + row["content"][len("I prefer "):]
+    for pattern, replacement in CONTENT_REWRITES:
+        memory = pattern.sub(replacement, memory)
     while memory and unicodedata.category(memory[-1]) == "Zs":  # trailing spaces of any kind (\p{Zs}:
         memory = memory[:-1]  # U+0020, U+00A0, U+3000, ...) are trimmed, as DuckDB's trim() in the
     return memory  # extraction does; the line and paragraph separators (U+2028, U+2029) are kept

@@ -115,7 +115,7 @@ def test_messages_and_memories_match_duckdb(pg_store: Any, duck_store: MemorySto
     for r in pg_mem:
         if r[1].startswith("w"):
             by_content.setdefault((r[3], r[4]), []).append(r[1])
-    assert sorted(by_content[("User prefers dark mode in my editor", True)]) == ["w0", "w1", "w2", "w3"]
+    assert sorted(by_content[("User prefers dark mode in their editor", True)]) == ["w0", "w1", "w2", "w3"]
     assert sorted(by_content[("User lives in Lyon", False)]) == ["w0", "w1", "w2", "w3"]
     assert sorted(by_content[("User lives in Paris", True)]) == ["w0", "w1", "w2", "w3"]
 

@@ -69,7 +69,7 @@ def test_remembered_message_is_recalled_before_a_build(pg: dict[str, Any]) -> No
         again = other.recall_many([WHERE, "which editor theme?"], user_id="ann", min_sim=0)
         assert contents(again)[0] == "User lives in Reykjavik"
         assert [m.memory_id for m in again[0]][:1] == [found[0][0].memory_id]
-        assert again[1][0].content == "User prefers dark mode in my editor"
+        assert again[1][0].content == "User prefers dark mode in their editor"
         # scoped per user and per session; not without the tail
         assert "User lives in Reykjavik" not in contents(other.recall_many([WHERE], user_id="ben", min_sim=0))
         assert contents(other.recall_many([WHERE], user_id="ann", min_sim=0, session_id="s2",
