@@ -59,6 +59,10 @@ prior as (
 
 -- embeddings are read only where a comparison needs them (episodes are never merged), and for
 -- the rows this run writes (final select): not for every candidate of a touched user
+-- (membership tests outside a WHERE conjunction are joins, here and below: PostgreSQL runs
+-- `x in (select ...)` in a select list, CASE or OR as a subplan that it rescans for every row
+-- once the subquery outgrows work_mem; at 1M memories that made this model's increment run for
+-- more than 13 minutes, against 59 s as joins; docs/scaling_out.md)
 candidates as materialized (
     select
         c.*,
@@ -66,7 +70,7 @@ candidates as materialized (
         {% if is_incremental() -%}
             p.memory_id as prior_memory_id,
             p.candidate_id is null as is_new,
-            c.candidate_id in (select ch.candidate_id from changed as ch) as is_changed
+            chg.candidate_id is not null as is_changed
         {%- else -%}
             null::varchar as prior_memory_id,
             true as is_new,
@@ -79,6 +83,7 @@ candidates as materialized (
             and e.embedding_key = {{ embedding_key('c.content', 'c.embedding_form') }}
     {% if is_incremental() -%}
         left join prior as p on p.candidate_id = c.candidate_id
+        left join changed as chg on chg.candidate_id = c.candidate_id
     {%- endif %}
     where
         -- a candidate without an embedding is not a memory yet (as before: embedded next build)
@@ -157,7 +162,7 @@ near_pairs as (
         other_id as canonical_id,
         row_number() over (partition by candidate_id order by other_created_at, other_id) as pick
     from near_new
-    where other_is_earlier and user_id not in (select fu.user_id from full_users as fu)
+    where other_is_earlier and not exists (select 1 from full_users as fu where fu.user_id = near_new.user_id)
 ),
 
 -- follow the picks to the root (a candidate that joined none, or an existing candidate of a
@@ -167,10 +172,11 @@ chain as (
     select
         candidate_id,
         case
-            when is_new or user_id in (select fu.user_id from full_users as fu) then candidate_id
+            when is_new or fu.user_id is not null then candidate_id
             else prior_memory_id
         end as memory_id
     from candidates
+    left join full_users as fu using (user_id)
     where not exists (select 1 from near_pairs as np where np.pick = 1 and np.candidate_id = candidates.candidate_id)
     union all
     select
@@ -268,26 +274,6 @@ change_markers as (
     select kind, pattern from {{ ref('change_markers') }}
 ),
 
-episode_terms as (
-    select distinct
-        s.user_id,
-        s.memory_id,
-        s.last_mentioned_at,
-        t.term
-    from slot_superseded as s,
-        unnest({{ tokenize('s.content') }}) as t (term)
-    where s.kind = 'episode'
-),
-
-term_df as (
-    select
-        user_id,
-        term,
-        count(distinct memory_id) as df
-    from episode_terms
-    group by user_id, term
-),
-
 change_clauses as (
     select
         s.user_id,
@@ -301,6 +287,28 @@ change_clauses as (
             select 1 from change_markers as k
             where k.kind = 'marker' and {{ regexp_search('lower(c.clause)', 'k.pattern') }}
         )
+),
+
+episode_terms as (
+    select distinct
+        s.user_id,
+        s.memory_id,
+        s.last_mentioned_at,
+        t.term
+    from slot_superseded as s,
+        unnest({{ tokenize('s.content') }}) as t (term)
+    where s.kind = 'episode'
+        -- only users with a change clause: the others' terms could end nothing
+        and s.user_id in (select cc.user_id from change_clauses as cc)
+),
+
+term_df as (
+    select
+        user_id,
+        term,
+        count(distinct memory_id) as df
+    from episode_terms
+    group by user_id, term
 ),
 
 topic_terms as (
@@ -377,6 +385,7 @@ changed_memories as (
             unnest(s.source_message_ids) as src (message_id),
             unnest({{ tokenize('s.content') }}) as t (term)
         where s.kind != 'episode'
+            and s.user_id in (select cm.user_id from changed_messages as cm)
     ) as mt
     inner join changed_messages as cm
         on
@@ -407,9 +416,10 @@ written as (
     from superseded as s
     {% if is_incremental() -%}
         left join {{ this }} as old on old.memory_id = s.memory_id
+        left join full_users as fu on fu.user_id = s.user_id
         where
             s.has_changed_candidate
-            or s.user_id in (select fu.user_id from full_users as fu)
+            or fu.user_id is not null
             or old.memory_id is null
             or s.valid_to is distinct from old.valid_to
     {%- endif %}
@@ -437,7 +447,8 @@ select
     s.happened_grain,
     s.candidate_ids,
     {{ run_ts }} as consolidated_at,
-    s.user_id in (select fu.user_id from full_users as fu) as full_user
+    fu.user_id is not null as full_user
 from written as s
+left join full_users as fu on fu.user_id = s.user_id
 inner join {{ ref('int_memory_embeddings') }} as e
     on e.embedding_key = {{ embedding_key('s.content', 's.embedding_form') }}
