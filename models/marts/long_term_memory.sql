@@ -38,30 +38,31 @@ with kept as (
     where retention_action = 'keep'
 ),
 
-{% if is_incremental() -%}
--- what int_memories_consolidated wrote since the last run (by its consolidated_at index), and
--- kept memories missing here; two conditions, not one OR, which made PostgreSQL read every
--- consolidated row with its embedding (12.6 of 14.4 s of this select at 1M memories)
+{% if is_incremental() %}
 last_run as (
     select coalesce(max(t.consolidated_at), '-infinity'::timestamp) as consolidated_at from {{ this }} as t
 ),
+{% endif %}
 
+-- what int_memories_consolidated wrote since the last run (by its consolidated_at index), and
+-- kept memories missing here; two conditions, not one OR, which made PostgreSQL read every
+-- consolidated row with its embedding (12.6 of 14.4 s of this select at 1M memories)
 written as (
-    select c.* from {{ ref('int_memories_consolidated') }} as c
-    where c.consolidated_at > (select lr.consolidated_at from last_run as lr)
-    union all
-    select c.* from {{ ref('int_memories_consolidated') }} as c
-    where c.memory_id in (
-        select k.memory_id from kept as k
-        where not exists (select 1 from {{ this }} as t where t.memory_id = k.memory_id)
-    )
-        and c.consolidated_at <= (select lr.consolidated_at from last_run as lr)
+    {% if is_incremental() -%}
+        select c.* from {{ ref('int_memories_consolidated') }} as c
+        where c.consolidated_at > (select lr.consolidated_at from last_run as lr)
+        union all
+        select c.* from {{ ref('int_memories_consolidated') }} as c
+        where
+            c.memory_id in (
+                select k.memory_id from kept as k
+                where not exists (select 1 from {{ this }} as t where t.memory_id = k.memory_id)
+            )
+            and c.consolidated_at <= (select lr.consolidated_at from last_run as lr)
+    {%- else -%}
+        select c.* from {{ ref('int_memories_consolidated') }} as c
+    {%- endif %}
 ),
-{%- else -%}
-written as (
-    select c.* from {{ ref('int_memories_consolidated') }} as c
-),
-{%- endif %}
 
 strengths as (
     select * from {{ ref('int_memory_strength') }}
