@@ -45,7 +45,7 @@ import numpy as np
 from recall_shim.serving.formula import near_top
 from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex, row_dots
 from recall_shim.serving.index_ivf import EMPTY_ROWS, load_faiss, valid_hits
-from recall_shim.serving.lookup import in_sorted, positions
+from recall_shim.serving.lookup import in_sorted, positions, values_at
 from recall_shim.serving.fusion import HYBRID_FUSIONS, Fusion
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
@@ -64,8 +64,7 @@ class _Lexical:
     score: np.ndarray
 
     def of(self, rows: np.ndarray) -> np.ndarray:
-        i = positions(self.rows, rows)
-        return np.where(i >= 0, self.score[np.maximum(i, 0)], 0.0) if len(self.rows) else np.zeros(len(rows))
+        return values_at(self.rows, self.score, rows)
 
 
 class HybridSearcher:

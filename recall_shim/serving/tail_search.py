@@ -27,7 +27,7 @@ import numpy as np
 from recall_shim.serving.context import TurnLinks
 from recall_shim.serving.hybrid import HybridSearcher, Unserved
 from recall_shim.serving.index import TIE_MARGIN, Hit, Payload, row_dots
-from recall_shim.serving.lookup import positions
+from recall_shim.serving.lookup import positions, values_at
 from recall_shim.serving.recalled import as_date, as_datetime
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
 
@@ -232,8 +232,7 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
         mn, mx = float(every.min()), float(every.max())
         hits: list[Hit] = []
         if len(rows):
-            j = positions(l_rows, rows)
-            ls = np.where(j >= 0, l_score[np.maximum(j, 0)], 0.0) if len(l_rows) else np.zeros(len(rows))
+            ls = values_at(l_rows, l_score, rows)
             hits = searcher.rank_screened(rows, c32, exact, ls, mn, mx, fac, top_k, min_sim)
         score_t = f.score(f.relevance(cos=np.clip(cos_t, mn, mx), cos_min=mn, cos_max=mx, bm25=ls_t), fac_t)
         for p in np.flatnonzero(ok_t & (cos_t >= min_sim) & np.isfinite(score_t)).tolist():
