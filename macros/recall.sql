@@ -60,17 +60,24 @@ coalesce({{ bm25 }}, 0)
     scalar or an array broadcast against the memories). Times var time_scope_weight when in_window
     (the question names a time, "last week", "去年", and the memory was said or happened in it:
     recall_sql's time_windows; per memory and intent; the factor leaves the term out when the var
-    is 1, the off switch). At least 0 for non-negative weights, non-decreasing in strength; its
-    maximum over a set of memories is (1 - s + s x max strength) x max(1, question weight) x
-    max(1, assistant weight) x max(1, time weight) at most. -#}
+    is 1, the off switch). Times var slot_question_weight when slot_asked (the question asks for
+    the memory's slot: "who am I?" and a name, seeds/question_slots.csv, recall_sql's
+    asked_slots; per memory and intent; left out when the var is 1). At least 0 for
+    non-negative weights, non-decreasing in strength; its maximum over a set of memories is
+    (1 - s + s x max strength) x max(1, question weight) x max(1, assistant weight) x max(1, time
+    weight) x max(1, slot weight) at most. -#}
 {% macro recall_factor(dialect='sql', strength='strength', is_question='is_question', is_assistant='is_assistant',
-                       to_assistant='to_assistant', in_window='in_window') -%}
+                       to_assistant='to_assistant', in_window='in_window', slot_asked='slot_asked') -%}
 {%- set sw = number_var('strength_weight') -%}
 {%- set tw = number_var('time_scope_weight') -%}
+{%- set qw = number_var('slot_question_weight') -%}
 (1 - {{ sw }} + {{ sw }} * {{ strength }}) * {{ recall_if(is_question, number_var('question_episode_weight'), 1, dialect) }}
     * {{ recall_if('(' ~ is_assistant ~ ') != (' ~ to_assistant ~ ')', number_var('assistant_memory_weight'), 1, dialect) }}
 {%- if tw != 1 %}
     * {{ recall_if(in_window, tw, 1, dialect) }}
+{%- endif %}
+{%- if qw != 1 %}
+    * {{ recall_if(slot_asked, qw, 1, dialect) }}
 {%- endif %}
 {%- endmacro %}
 
@@ -113,6 +120,10 @@ coalesce({{ bm25 }}, 0)
                  seeds/time_expressions.csv (its rows are inlined) and the SQL expression of the
                  TIMESTAMP a question's "last week" is resolved against. None (or var
                  time_scope_weight 1, or a fusion without a lexical leg) = no time scope.
+    question_slots : the relation of seeds/question_slots.csv (its rows are inlined): a memory
+                 whose slot the question asks for carries var slot_question_weight. None (or
+                 the var 1, or a fusion without a lexical leg) = no slot weighting; otherwise
+                 memories needs a slot column.
 
     Legs: vector = cosine over the user's memories (NULL/NaN dropped, so NULL or zero vectors
     never rank); lexical = BM25 over the term index with the same tokenize macro on the query.
@@ -124,7 +135,7 @@ coalesce({{ bm25 }}, 0)
     says it happened; NULL when it does not). -#}
 {% macro recall_sql(memories, queries, user_id, top_k, min_sim, kinds='null', dim=none, current_only=true,
                     terms=none, term_stats=none, fusion=none, agent_id=none, session_id=none,
-                    time_expressions=none, as_of=none) -%}
+                    time_expressions=none, as_of=none, question_slots=none) -%}
 {%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
 {%- if fusion not in ('weighted', 'rrf', 'vector', 'lexical') -%}
   {{ exceptions.raise_compiler_error("fusion must be weighted, rrf, vector or lexical, got " ~ fusion) }}
@@ -132,6 +143,7 @@ coalesce({{ bm25 }}, 0)
 {%- set lexical = fusion != 'vector' -%}
 {%- set context = lexical and turn_context_on() -%}
 {%- set timed = lexical and time_expressions is not none and number_var('time_scope_weight') != 1 -%}
+{%- set slotted = lexical and question_slots is not none and number_var('slot_question_weight') != 1 -%}
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
@@ -261,6 +273,13 @@ time_windows as (
 ),
 {%- endif %}
 
+{% if slotted -%}
+-- the slots the question asks for ("who am I?": name; "where do I work now?": job, employer)
+asked_slots as (
+    {{ asked_slots_sql('recall_queries', question_slots) }}
+),
+{%- endif %}
+
 -- does the question ask what the assistant said ("which laptop did you recommend?", "你之前建议...")?
 addressed as (
     select
@@ -308,7 +327,8 @@ kept as (
                                       to_assistant=('a.to_assistant' if lexical else 'false'),
                                       in_window=('(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)'
                                                  ' or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))'
-                                                 if timed else 'false')), 'sql') }}
+                                                 if timed else 'false'),
+                                      slot_asked=('(s.slot is not null)' if slotted else 'false')), 'sql') }}
             as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
@@ -317,6 +337,9 @@ kept as (
     {%- endif %}
     {% if timed -%}
     left join time_windows as w on w.intent_id = f.intent_id
+    {%- endif %}
+    {% if slotted -%}
+    left join asked_slots as s on s.intent_id = f.intent_id and s.slot = m.slot
     {%- endif %}
     where f.similarity >= {{ min_sim }}
 ),
@@ -366,7 +389,8 @@ order by intent_id, rank
     agent_id='$7::varchar',
     session_id='$8::varchar',
     time_expressions=ref('time_expressions'),
-    as_of=recall_as_of()
+    as_of=recall_as_of(),
+    question_slots=ref('question_slots')
 ) }}
 {%- endmacro %}
 
@@ -391,6 +415,54 @@ cast(current_timestamp at time zone 'UTC' as timestamp)
 {%- endif -%}
 {%- set rows = run_query('select pattern from ' ~ time_expressions ~ ' order by pattern').rows -%}
 {{ return('(?:' ~ (rows | map(attribute=0) | join('|')) ~ ')') }}
+{%- endmacro %}
+
+{#- The (slot, pattern) pairs of relation question_slots (a row's ‖-separated slots are several
+    pairs), read at compile time: [] before the seed is loaded (compile-only runs). -#}
+{% macro question_slot_pairs(question_slots) -%}
+{%- if not execute or load_relation(question_slots) is none -%}
+{{ return([]) }}
+{%- endif -%}
+{%- set rows = run_query('select question_slot_id, slots, pattern from ' ~ question_slots ~ ' order by question_slot_id').rows -%}
+{%- set pairs = [] -%}
+{%- for row in rows -%}
+{%- for slot in row[1].split('‖') if slot | trim -%}
+{%- do pairs.append((slot | trim, row[2])) -%}
+{%- endfor -%}
+{%- endfor -%}
+{{ return(pairs) }}
+{%- endmacro %}
+
+{#- recall_sql's asked_slots: (intent_id, slot) for every slot a question of relation `queries`
+    (intent_id, query_text) asks for, by the patterns of relation question_slots on the
+    lower-cased text (each pattern a literal: compiled once). -#}
+{% macro asked_slots_sql(queries, question_slots) -%}
+{%- set pairs = question_slot_pairs(question_slots) -%}
+{%- if pairs | length == 0 -%}
+select null::integer as intent_id, null::varchar as slot where false
+{%- else -%}
+select distinct intent_id, slot
+from (
+    {%- for slot, pattern in pairs %}
+    select intent_id, {{ sql_literal(slot) }}::varchar as slot from {{ queries }}
+    where query_text is not null and {{ regexp_search('lower(query_text)', sql_literal(pattern)) }}
+    {%- if not loop.last %}
+    union all
+    {%- endif %}
+    {%- endfor %}
+) as asked
+{%- endif -%}
+{%- endmacro %}
+
+{#- The published slot-question pattern (recall_queries.slot_question_pattern): every pattern of
+    relation question_slots as one alternation: the serving index leaves a question it matches to
+    the compiled statement. '' when slot weighting is off (var slot_question_weight 1). -#}
+{% macro slot_question_pattern(question_slots) -%}
+{%- if number_var('slot_question_weight') == 1 -%}
+{{ return('') }}
+{%- endif -%}
+{%- set pairs = question_slot_pairs(question_slots) -%}
+{{ return('(?:' ~ (pairs | map(attribute=1) | unique | join('|')) ~ ')' if pairs else '') }}
 {%- endmacro %}
 
 {#- Every (intent, memory) cosine of one user's current memories, for threshold guidance (the

@@ -231,7 +231,6 @@ select
     {{ computed.get(name, 'c.' ~ name) }} as {{ name }},
     {%- endfor %}
     null::timestamp as valid_to,
-    c.slot,
     c.embedding_form
 from candidates as c
 left join folded as f using (memory_id)
@@ -291,8 +290,8 @@ where t.kind != 'episode'
     memory_term_stats_rows over the user's index rows and the tail's (those the next build
     computes). -#}
 {#- The recall columns a tail memory carries (name, PostgreSQL type), the one list of them:
-    tail_memories_sql selects them (plus valid_to, always null in the tail, and the slot and
-    embedding form the tail needs itself), the PostgreSQL tail sends each memory's row as JSONB
+    tail_memories_sql selects them (plus valid_to, always null in the tail, and the embedding
+    form the tail needs itself; slot weighs slot questions, recall_sql's asked_slots), the PostgreSQL tail sends each memory's row as JSONB
     (recall_shim/targets/postgres/tail.py: every column the statement returned, the embedding as
     pgvector text) and shim_recall_tail_sql reads these columns back, beside the live table's. -#}
 {% macro tail_memory_columns() -%}
@@ -301,10 +300,11 @@ where t.kind != 'episode'
     ('created_at', 'timestamp'), ('happened_on', 'date'), ('happened_grain', 'text'),
     ('source_message_ids', 'text[]'), ('strength', 'double precision'), ('is_question', 'boolean'),
     ('session_ids', 'text[]'), ('agent_ids', 'text[]'), ('turn_session_id', 'text'), ('turn_seq', 'bigint'),
+    ('slot', 'text'),
 ]) }}
 {%- endmacro %}
 
-{% macro shim_recall_tail_sql(long_term_memory, memory_term_index, time_expressions) -%}
+{% macro shim_recall_tail_sql(long_term_memory, memory_term_index, time_expressions, question_slots=none) -%}
 {%- set ltm = long_term_memory.include(database=False) -%}
 {%- set index = memory_term_index.include(database=False) -%}
 {%- set generation = long_term_memory.include(database=False, identifier=False) ~ '.store_generation' -%}
@@ -365,6 +365,7 @@ where t.kind != 'episode'
     agent_id='$7::varchar',
     session_id='$8::varchar',
     time_expressions=time_expressions,
-    as_of=recall_as_of()
+    as_of=recall_as_of(),
+    question_slots=question_slots
 ) }}
 {%- endmacro %}

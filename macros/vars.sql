@@ -65,6 +65,7 @@
       'lexical_context_next_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'question_episode_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'time_scope_weight': {'kind': 'number', 'min': 0, 'max': 1000},
+      'slot_question_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'strength_weight': share,
       'llm_url': {'kind': 'string', 'pattern': '[^\\x00-\\x20\\x7f]{0,2048}'},
       'llm_model': {'kind': 'string', 'pattern': '[A-Za-z0-9_.:/@+-]{0,256}'},

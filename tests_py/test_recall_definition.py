@@ -23,13 +23,14 @@ from .conftest import ROOT
 
 FUSIONS = ("weighted", "rrf", "vector", "lexical")
 EXTREME = {"fusion_vector_weight": 1, "lexical_saturation": 0, "fusion_rrf_k": 0, "strength_weight": 1,
-           "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5}
-SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1}, "extreme": EXTREME, "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0,
-                                                                "question_episode_weight": 0,
-                                                                "assistant_memory_weight": 0, "time_scope_weight": 0}}
+           "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5,
+           "slot_question_weight": 7}
+SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1, "slot_question_weight": 1}, "extreme": EXTREME,
+            "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0, "question_episode_weight": 0,
+                            "assistant_memory_weight": 0, "time_scope_weight": 0, "slot_question_weight": 0}}
 # the vars the score is made of: read by the formula macros only
 FORMULA_VARS = ("fusion_vector_weight", "lexical_saturation", "fusion_rrf_k", "strength_weight", "question_episode_weight",
-                "assistant_memory_weight", "time_scope_weight")
+                "assistant_memory_weight", "time_scope_weight", "slot_question_weight")
 
 
 def render(vars: dict, work: Path) -> dict:
@@ -77,8 +78,9 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
     inputs = {"strength": "m.strength", "is_question": "m.is_question", "is_assistant": "(m.kind = 'assistant')",
               "to_assistant": "a.to_assistant",  # the shipped weighted fusion has a lexical leg: `addressed`
               "in_window": "(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)"
-                           " or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))"}
-    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window)\b", lambda m: inputs[m.group(1)],
+                           " or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))",
+              "slot_asked": "(s.slot is not null)"}
+    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window|slot_asked)\b", lambda m: inputs[m.group(1)],
                     one_line(out["factor_sql"]))
     assert f"(f.relevance) * ({factor}) as score" in stmt
 
@@ -105,7 +107,9 @@ def test_the_formula_is_written_once() -> None:
                        "question_episode_weight": {"recall_factor", "recall_queries"},
                        "assistant_memory_weight": {"recall_factor", "recall_queries"},
                        # recall_sql and the published pattern only ask whether the time scope is on (not 1)
-                       "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"}}, readers
+                       "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"},
+                       "slot_question_weight": {"recall_factor", "recall_queries", "recall_sql",
+                                                "slot_question_pattern"}}, readers
     macros = (ROOT / "macros" / "recall.sql").read_text()
     fused = macros[macros.index("\nfused as ("):macros.index("\nranked as (")]  # recall_sql's fusion and score
     assert all(f"{m}(" in fused for m in ("recall_relevance", "recall_factor", "recall_score"))
@@ -200,3 +204,10 @@ def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, di
     assert timed.tolist() == [5.0, 1.0]
     assert "where(in_window, 1.5, 1)" in rendered["shipped"]["weighted"]["factor"]  # shipped 1.5; 1 = off
     assert "in_window" not in rendered["off"]["weighted"]["factor"]  # time_scope_weight 1: the off switch
+    # a memory whose slot the question asks for carries var slot_question_weight (7 here), likewise
+    # left to the compiled statement by the serving paths
+    asked = f.factor(strength=one, is_question=np.array([False, False]), is_assistant=np.array([False, False]),
+                     to_assistant=False, slot_asked=np.array([False, True]))
+    assert asked.tolist() == [1.0, 7.0]
+    assert "where(slot_asked, 2, 1)" in rendered["shipped"]["weighted"]["factor"]  # shipped 2; 1 = off
+    assert "slot_asked" not in rendered["off"]["weighted"]["factor"]

@@ -33,7 +33,7 @@
 {#- PostgreSQL's recall over the live tables plus a user's tail (macros/tail.sql) -#}
 {%- if bool_var('hot_tail') and target.type == 'postgres' -%}
 {%- do statements.append(('recall_tail', shim_recall_tail_sql(ref('long_term_memory'), ref('memory_term_index'),
-                                                       ref('time_expressions')),
+                                                       ref('time_expressions'), ref('question_slots')),
     'as recall, then $9 tail memories JSONB, $10 their term rows JSONB, $11 the store generation')) -%}
 {%- endif -%}
 
@@ -55,6 +55,8 @@
         {{ sql_literal(string_var('assistant_question_pattern')) }}::varchar as assistant_question_pattern,
         {{ number_var('time_scope_weight') }}::{{ double_type() }} as time_scope_weight,
         {{ sql_literal(time_scope_pattern(ref('time_expressions'))) }}::varchar as time_scope_pattern,
+        {{ number_var('slot_question_weight') }}::{{ double_type() }} as slot_question_weight,
+        {{ sql_literal(slot_question_pattern(ref('question_slots'))) }}::varchar as slot_question_pattern,
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
         {{ number_var('lexical_context_prev_weight') }}::{{ double_type() }} as lexical_context_prev_weight,

@@ -39,10 +39,11 @@ MAX_CHARS = 4000
 RELEVANCE_INPUTS = frozenset({"cos", "cos_min", "cos_max", "bm25", "vector_rank", "lexical_rank"})
 # recall_factor's inputs: per memory strength, is_question, is_assistant (kind 'assistant'); per
 # intent to_assistant (the query asks what the assistant said); per memory and intent in_window (the
-# question names a time the memory falls in: false on every path here, since they serve only
-# questions without one, hybrid.py time_scoped). A new input joins here and is passed by
+# question names a time the memory falls in) and slot_asked (the question asks for the memory's
+# slot): false on every path here, since they serve only questions without either (hybrid.py
+# check_time_scope). A new input joins here and is passed by
 # SnapshotIndex and PgAnn; until then an expression naming it is refused and the statement answers
-FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window"})
+FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window", "slot_asked"})
 SCORE_INPUTS = frozenset({"relevance", "factor"})
 
 
@@ -159,8 +160,8 @@ class RecallFormula:
     def factor(self, **inputs: Any) -> np.ndarray:
         """The per-memory multiplier of arrays ``strength``, ``is_question`` and ``is_assistant`` and
         the intent's ``to_assistant`` (a bool, or an array broadcast against them); ``in_window``
-        is false unless given (no time named in the question)."""
-        return np.asarray(self._factor({"in_window": False, **inputs}), dtype=np.float64)
+        and ``slot_asked`` are false unless given (no time named, no slot asked for)."""
+        return np.asarray(self._factor({"in_window": False, "slot_asked": False, **inputs}), dtype=np.float64)
 
     def score(self, relevance: Any, factor: Any) -> np.ndarray:
         return np.asarray(self._score({"relevance": relevance, "factor": factor}), dtype=np.float64)

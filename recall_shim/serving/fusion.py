@@ -25,6 +25,8 @@ class Fusion:
     assistant_question_pattern: str = ""
     # questions that may name a time (recall_queries.time_scope_pattern): '' = time scope off
     time_scope_pattern: str = ""
+    # questions that may ask for a slot (recall_queries.slot_question_pattern): '' = off
+    slot_question_pattern: str = ""
 
 
 def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
@@ -33,7 +35,8 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
     try:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
-                        str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""))
+                        str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""),
+                        str(row.get("slot_question_pattern") or ""))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
         return fusion, lexicon

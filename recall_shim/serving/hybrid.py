@@ -79,7 +79,9 @@ class HybridSearcher:
         self.lexicon = lexicon
         self.postings = TermPostings(index.folder, index.users)
         self._asks = re.compile(fusion.assistant_question_pattern) if fusion.assistant_question_pattern else None
-        self._timed = re.compile(fusion.time_scope_pattern) if fusion.time_scope_pattern else None
+        # a question that may name a time or ask for a slot runs as compiled (check_time_scope)
+        scoped = "|".join(p for p in (fusion.time_scope_pattern, fusion.slot_question_pattern) if p)
+        self._timed = re.compile(scoped) if scoped else None
 
     # --- public ---------------------------------------------------------------------------
 
@@ -113,10 +115,11 @@ class HybridSearcher:
         return out
 
     def check_time_scope(self, texts: Sequence[str | None] | None) -> None:
-        """Unserved when a question may name a time (the statement's time window weighs it; the
-        index holds no dates to weigh by): it runs as compiled (docs/recall.md "Time-scoped recall")."""
+        """Unserved when a question may name a time or ask for a slot (the statement's time window
+        and asked slots weigh it; the index holds no dates or slots to weigh by): it runs as
+        compiled (docs/recall.md "Time-scoped recall", "Questions that ask for a slot")."""
         if self._timed is not None and any(t is not None and self._timed.search(t.lower()) for t in texts or ()):
-            raise Unserved("a question that names a time runs as compiled")
+            raise Unserved("a question that names a time or asks for a slot runs as compiled")
 
     def asks_assistant(self, text: str | None) -> bool:
         """Does the question ask what the assistant said (var assistant_question_pattern on the

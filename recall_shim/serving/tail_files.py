@@ -19,7 +19,7 @@ TEXT_FIELDS = ("landing_id", "user_id", "session_id", "agent_id", "msg_seq", "ro
                "message_id", "landed_at", "door_reason")
 MEMORY_COLUMNS = ("user_id", "memory_id", "kind", "content", "embedding", "strength", "source_message_ids",
                   "valid_to", "is_question", "agent_ids", "session_ids", "created_at", "happened_on", "happened_grain",
-                  "turn_session_id", "turn_seq")
+                  "turn_session_id", "turn_seq", "slot")
 COVERED_RECORD = "tail_covered.json"  # in <stem>.serving/ (a forget clears <stem>.dbt/, not this)
 
 
@@ -152,7 +152,7 @@ MEMORY_SCHEMA = pa.schema([pa.field("user_id", pa.string()), pa.field("memory_id
                             pa.field("agent_ids", pa.list_(pa.string())), pa.field("session_ids", pa.list_(pa.string())),
                             pa.field("created_at", pa.timestamp("us")), pa.field("happened_on", pa.date32()),
                             pa.field("happened_grain", pa.string()), pa.field("turn_session_id", pa.string()),
-                            pa.field("turn_seq", pa.int64())])
+                            pa.field("turn_seq", pa.int64()), pa.field("slot", pa.string())])
 CANDIDATE_SCHEMA = pa.schema([pa.field("memory_id", pa.string()), pa.field("user_id", pa.string()),
                               pa.field("kind", pa.string()), pa.field("slot", pa.string()),
                               pa.field("created_at", pa.timestamp("us")), pa.field("embedding", pa.list_(pa.float32()))])
