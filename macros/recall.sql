@@ -454,15 +454,15 @@ from (
 {%- endif -%}
 {%- endmacro %}
 
-{#- The published slot-question pattern (recall_queries.slot_question_pattern): every pattern of
-    relation question_slots as one alternation: the serving index leaves a question it matches to
-    the compiled statement. '' when slot weighting is off (var slot_question_weight 1). -#}
-{% macro slot_question_pattern(question_slots) -%}
+{#- The published slot questions (recall_queries.slot_questions): the (slot, pattern) pairs of
+    relation question_slots as a JSON array of [slot, pattern], for the serving index, which
+    weighs the asked slots as asked_slots does (recall_shim/serving/hybrid.py). '[]' when slot
+    weighting is off (var slot_question_weight 1). -#}
+{% macro slot_questions_json(question_slots) -%}
 {%- if number_var('slot_question_weight') == 1 -%}
-{{ return('') }}
+{{ return('[]') }}
 {%- endif -%}
-{%- set pairs = question_slot_pairs(question_slots) -%}
-{{ return('(?:' ~ (pairs | map(attribute=1) | unique | join('|')) ~ ')' if pairs else '') }}
+{{ return(tojson(question_slot_pairs(question_slots) | map('list') | list)) }}
 {%- endmacro %}
 
 {#- Every (intent, memory) cosine of one user's current memories, for threshold guidance (the

@@ -2,7 +2,7 @@
 am I?" shares no word with "User's name is Nina" and reads like any musing about oneself, "where
 do I live now?" like the earlier city. A question that matches a pattern of seeds/question_slots.csv
 weighs the current memories of the slots it asks for by var slot_question_weight, on the compiled
-statement, which the serving index leaves such questions to, and on the hot tail. Real store, real
+statement, the serving index and the hot tail. Real store, real
 dbt builds, the real embedding model, the real CLI."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recall_shim import MemoryStore
 from recall_shim.common.embedding import embed_texts
-from recall_shim.serving.hybrid import Unserved
 from recall_shim.serving.reader import run_compiled
 from tests_py.conftest import copy_store
 
@@ -93,20 +93,30 @@ def test_the_weight_applies_to_the_asked_slot_only(store: MemoryStore, off: Memo
         assert score == pytest.approx(plain[content] * (2.0 if content == "User's name is Nina" else 1.0), rel=1e-5)
 
 
-def test_the_index_leaves_slot_questions_to_the_compiled_statement(store: MemoryStore) -> None:
+def test_the_index_answers_slot_questions_as_the_compiled_statement(store: MemoryStore) -> None:
+    """The serving index holds each row's slot and weighs the asked slots itself (the same
+    published patterns, the factor's input slot_asked): same ids, same order, same scores."""
     reader = store._reader
     store.recall("warm up", user_id="nina", record_access=False)
-    assert reader.indexed and reader._hybrid is not None
-    with pytest.raises(Unserved):
-        reader._hybrid.check_time_scope([None, "Who am I?"])
-    reader._hybrid.check_time_scope(["which chemist is in Leeds?"])  # no slot asked: the index answers
+    hybrid = reader._hybrid
+    assert reader.indexed and hybrid is not None
+    assert hybrid.asked_slots("Who am I?") == {"name"}
+    assert hybrid.asked_slots("我在哪上班？") == {"job", "employer"}
+    assert not hybrid.asked_slots("which chemist is in Leeds?") and not hybrid.asked_slots(None)
+    hybrid.check_time_scope(["who am I?"])  # no time named: not left to the statement
     s = reader.settings
-    question = "where do I live now?"
-    vec = [float(x) for x in embed_texts(s.embedding_model, s.embedding_query_form, [question])[0]]
-    got = reader.run("nina", [vec], 5, 0.0, None, [question])[0]
-    want = run_compiled(reader.connection(), s.sql_text, "nina", [vec], 5, 0.0, None, [question], None, None)[0]
-    assert [m.memory_id for m in got] == [m.memory_id for m in want]
-    assert got[0].content == "User lives in Berlin"
+    cases = [("nina", "where do I live now?"), ("nina", "who am I?"), ("fang", "我叫什么名字？"),
+             ("nina", "which chemist is in Leeds?")]
+    vecs = embed_texts(s.embedding_model, s.embedding_query_form, [q for _, q in cases])
+    for (user, question), vec in zip(cases, vecs):
+        got = hybrid.search(reader.connection(), user, np.asarray([vec], dtype=np.float64), [question], 10, 0.0,
+                            None)[0]
+        want = run_compiled(reader.connection(), s.sql_text, user, [[float(x) for x in vec]], 10, 0.0, None,
+                            [question], None, None)[0]
+        assert [h.memory_id for h in got] == [m.memory_id for m in want], question
+        assert [h.score for h in got] == pytest.approx([m.score for m in want], abs=2e-5), question
+    assert store.recall("where do I live now?", user_id="nina", top_k=1, min_sim=0.0,
+                        record_access=False)[0].content == "User lives in Berlin"
 
 
 def test_the_hot_tail_carries_the_slot(store: MemoryStore, off: MemoryStore, tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ def test_the_formula_is_written_once() -> None:
                        # recall_sql and the published pattern only ask whether the time scope is on (not 1)
                        "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"},
                        "slot_question_weight": {"recall_factor", "recall_queries", "recall_sql",
-                                                "slot_question_pattern"}}, readers
+                                                "slot_questions_json"}}, readers
     macros = (ROOT / "macros" / "recall.sql").read_text()
     fused = macros[macros.index("\nfused as ("):macros.index("\nranked as (")]  # recall_sql's fusion and score
     assert all(f"{m}(" in fused for m in ("recall_relevance", "recall_factor", "recall_score"))

@@ -39,9 +39,9 @@ MAX_CHARS = 4000
 RELEVANCE_INPUTS = frozenset({"cos", "cos_min", "cos_max", "bm25", "vector_rank", "lexical_rank"})
 # recall_factor's inputs: per memory strength, is_question, is_assistant (kind 'assistant'); per
 # intent to_assistant (the query asks what the assistant said); per memory and intent in_window (the
-# question names a time the memory falls in) and slot_asked (the question asks for the memory's
-# slot): false on every path here, since they serve only questions without either (hybrid.py
-# check_time_scope). A new input joins here and is passed by
+# question names a time the memory falls in: false on every path here, since they serve only
+# questions without one, hybrid.py check_time_scope) and slot_asked (the question asks for the
+# memory's slot: SnapshotIndex.factor_asked, serving/slots.py). A new input joins here and is passed by
 # SnapshotIndex and PgAnn; until then an expression naming it is refused and the statement answers
 FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window", "slot_asked"})
 SCORE_INPUTS = frozenset({"relevance", "factor"})

@@ -5,6 +5,7 @@ score itself is the snapshot's published formula (recall_shim/serving/formula.py
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 from typing import Any
 
 from recall_shim.serving.terms import Lexicon
@@ -25,8 +26,9 @@ class Fusion:
     assistant_question_pattern: str = ""
     # questions that may name a time (recall_queries.time_scope_pattern): '' = time scope off
     time_scope_pattern: str = ""
-    # questions that may ask for a slot (recall_queries.slot_question_pattern): '' = off
-    slot_question_pattern: str = ""
+    # (slot, pattern) of the questions that ask for a slot (recall_queries.slot_questions, the rows
+    # of seeds/question_slots.csv): () = slot weighting off
+    slot_questions: tuple[tuple[str, str], ...] = ()
 
 
 def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
@@ -36,9 +38,14 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
                         str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""),
-                        str(row.get("slot_question_pattern") or ""))
+                        _pairs(row.get("slot_questions")))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
         return fusion, lexicon
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _pairs(text: Any) -> tuple[tuple[str, str], ...]:
+    """recall_queries.slot_questions: a JSON array of [slot, pattern] ('' or NULL: none)."""
+    return tuple((str(slot), str(pattern)) for slot, pattern in json.loads(text or "[]"))

@@ -79,6 +79,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     np.save(tmp / "id64.npy", data["id64"].astype(np.int64))
     np.save(tmp / "memory_id.npy", data["memory_id"])
     np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
+    np.save(tmp / "slot.npy", data["slot"].astype(np.int16))
     np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
     np.save(tmp / "question.npy", data["question"].astype(bool))
     np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))
@@ -111,7 +112,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
             stats["indexed_users"] += 1
     finally:
         heavy.close()
-    meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"],
+    meta = {"format": FORMAT, "dim": dim, "snapshot": snapshot.name, "kinds": data["kinds"], "slots": data["slots"],
             "settings": asdict(settings), "heavy": prefix.as_meta(), "ivf": big, "stats": stats}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     fsync_files(tmp)

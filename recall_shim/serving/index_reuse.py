@@ -83,14 +83,18 @@ def _snapshot_shape(con: duckdb.DuckDBPyConnection, current: str) -> tuple[list,
     users = con.execute(f"select user_id, count(*) {current} group by user_id order by user_id").fetchall()
     kinds = [r[0] for r in con.execute(f"select distinct kind {current} and kind is not null order by kind").fetchall()]
     kind_list = "[" + ", ".join(sql_literal(k) for k in kinds) + "]::varchar[]"
+    slots = [r[0] for r in con.execute(f"select distinct slot {current} and slot is not null order by slot").fetchall()]
+    slot_list = "[" + ", ".join(sql_literal(k) for k in slots) + "]::varchar[]"
     has_question = bool(con.execute(
         "select count(*) from duckdb_columns() where table_name = 'long_term_memory' and column_name = 'is_question'"
     ).fetchall()[0][0])
+    # the slot's code: its position in `slots`, len(slots) for none (SnapshotIndex.slots)
     light = ("select (md5_number_upper(memory_id) >> 2)::bigint as id64,"
              f" coalesce(list_position({kind_list}, kind) - 1, {len(kinds)})::smallint as kind_code, strength,"
              f" memory_id, {'coalesce(is_question, false)' if has_question else 'false'} as is_question,"
-             f" {fingerprint_expr(con)} as fp")
-    return users, kinds, light, kind_list
+             f" {fingerprint_expr(con)} as fp,"
+             f" coalesce(list_position({slot_list}, slot) - 1, {len(slots)})::smallint as slot_code")
+    return users, (kinds, slots), light, kind_list
 
 
 def _user_blocks(users: list) -> dict[str, Any]:
@@ -102,8 +106,9 @@ def _user_blocks(users: list) -> dict[str, Any]:
 def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, current: str) -> dict[str, Any]:
     """Every current memory into a fresh heavy generation in ``out``, sorted by (user, id64):
     vrow = arange (each user's heavy rows contiguous). Columnar all the way, no per-row Python."""
-    users, kinds, light, _ = _snapshot_shape(con, current)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question", "fp", "norm")}
+    users, (kinds, slots), light, _ = _snapshot_shape(con, current)
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question", "fp", "slot",
+                                                          "norm")}
     reader = con.sql(
         f"{light}, embedding, {PAYLOAD_SQL}"
         f" {current} order by user_id, id64").to_arrow_reader(50_000)
@@ -115,16 +120,17 @@ def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, curr
             cols["memory_id"].append(batch.column(3).to_numpy(zero_copy_only=False).astype(bytes))
             cols["question"].append(batch.column(4).to_numpy(zero_copy_only=False).astype(bool))
             cols["fp"].append(batch.column(5).to_numpy(zero_copy_only=False).astype(np.uint64))
-            block = _embeddings(batch.column(6), dim)
+            cols["slot"].append(batch.column(6).to_numpy(zero_copy_only=False))
+            block = _embeddings(batch.column(7), dim)
             cols["norm"].append(_norms64(block))
-            rel, data = _string_buffers(batch.column(7))
+            rel, data = _string_buffers(batch.column(8))
             heavy.append(block, data, rel[1:])
         prefix = heavy.prefix()
     finally:
         heavy.close()
     joined = {k: np.concatenate(v) for k, v in cols.items()}
     n = len(joined["id64"])
-    return {"n": n, "kinds": kinds, **_user_blocks(users), **joined, "vrow": np.arange(n, dtype=np.int64),
+    return {"n": n, "kinds": kinds, "slots": slots, **_user_blocks(users), **joined, "vrow": np.arange(n, dtype=np.int64),
             "heavy": prefix, "reused": 0, "fresh": n, "changed_ids": np.zeros(0, dtype=np.int64), "compacted": True}
 
 
@@ -146,7 +152,7 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
     prev = _previous(previous, prev_meta)
     if prev is None:
         return None
-    users, kinds, light_sql, _ = _snapshot_shape(con, current)
+    users, (kinds, slots), light_sql, _ = _snapshot_shape(con, current)
     light = con.sql(f"{light_sql} {current} order by user_id, id64").to_arrow_table()
     n = light.num_rows
     id64 = light.column(0).to_numpy().astype(np.int64)
@@ -196,8 +202,9 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
         prefix = heavy.prefix()
     finally:
         heavy.close()
-    return {"n": n, "kinds": kinds, **_user_blocks(users), "id64": id64,
+    return {"n": n, "kinds": kinds, "slots": slots, **_user_blocks(users), "id64": id64,
             "kind": light.column(1).to_numpy(zero_copy_only=False),
+            "slot": light.column(6).to_numpy(zero_copy_only=False),
             "strength": light.column(2).to_numpy(zero_copy_only=False),
             "memory_id": light.column(3).to_numpy(zero_copy_only=False).astype(bytes),
             "question": light.column(4).to_numpy(zero_copy_only=False).astype(bool),
