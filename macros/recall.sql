@@ -65,12 +65,19 @@ coalesce({{ bm25 }}, 0)
     asked_slots; per memory and intent; left out when the var is 1). At least 0 for
     non-negative weights, non-decreasing in strength; its maximum over a set of memories is
     (1 - s + s x max strength) x max(1, question weight) x max(1, assistant weight) x max(1, time
-    weight) x max(1, slot weight) at most. -#}
+    weight) x max(1, slot weight) at most. Times (1 + (c - 1) x recency) when asks_current (the
+    question asks for the current state: var current_question_pattern, "do I still ...", "where
+    do I live now?", "我现在..."; per intent), c = var current_question_weight, recency per memory
+    and intent in [0, 1]: when it was said within the span of the user's scoped memories (the
+    newest 1; recall_sql's recency_bounds); left out when c is 1. So the newest memory weighs c,
+    the oldest 1, and the maximum above takes max(1, c) too. -#}
 {% macro recall_factor(dialect='sql', strength='strength', is_question='is_question', is_assistant='is_assistant',
-                       to_assistant='to_assistant', in_window='in_window', slot_asked='slot_asked') -%}
+                       to_assistant='to_assistant', in_window='in_window', slot_asked='slot_asked',
+                       recency='recency', asks_current='asks_current') -%}
 {%- set sw = number_var('strength_weight') -%}
 {%- set tw = number_var('time_scope_weight') -%}
 {%- set qw = number_var('slot_question_weight') -%}
+{%- set cw = number_var('current_question_weight') -%}
 (1 - {{ sw }} + {{ sw }} * {{ strength }}) * {{ recall_if(is_question, number_var('question_episode_weight'), 1, dialect) }}
     * {{ recall_if('(' ~ is_assistant ~ ') != (' ~ to_assistant ~ ')', number_var('assistant_memory_weight'), 1, dialect) }}
 {%- if tw != 1 %}
@@ -78,6 +85,9 @@ coalesce({{ bm25 }}, 0)
 {%- endif %}
 {%- if qw != 1 %}
     * {{ recall_if(slot_asked, qw, 1, dialect) }}
+{%- endif %}
+{%- if cw != 1 %}
+    * {{ recall_if(asks_current, '(1 + ' ~ (cw - 1) ~ ' * ' ~ recency ~ ')', 1, dialect) }}
 {%- endif %}
 {%- endmacro %}
 
@@ -144,6 +154,7 @@ coalesce({{ bm25 }}, 0)
 {%- set context = lexical and turn_context_on() -%}
 {%- set timed = lexical and time_expressions is not none and number_var('time_scope_weight') != 1 -%}
 {%- set slotted = lexical and question_slots is not none and number_var('slot_question_weight') != 1 -%}
+{%- set current = lexical and number_var('current_question_weight') != 1 -%}
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
@@ -285,8 +296,33 @@ addressed as (
     select
         intent_id,
         coalesce({{ regexp_search('lower(query_text)', sql_literal(string_var('assistant_question_pattern'))) }}, false)
-            as to_assistant
+            as to_assistant,
+        {% if current -%}
+        -- does it ask for the current state ("do I still ...?", "我现在...")?
+        coalesce({{ regexp_search('lower(query_text)', sql_literal(string_var('current_question_pattern'))) }}, false)
+        {%- else -%}
+        false
+        {%- endif %} as asks_current
     from recall_queries
+),
+{%- endif %}
+
+{% if current -%}
+-- the span of the user's scoped memories in time, and where each was said in it (0 the oldest, 1
+-- the newest; 1 without a time or a span)
+recency_bounds as (
+    select
+        min({{ epoch_seconds('created_at') }}) as said_lo,
+        max({{ epoch_seconds('created_at') }}) as said_hi
+    from scoped_memories
+),
+
+memory_recency as (
+    select
+        m.memory_id,
+        coalesce(({{ epoch_seconds('m.created_at') }} - b.said_lo) / nullif(b.said_hi - b.said_lo, 0), 1) as recency
+    from scoped_memories as m
+    cross join recency_bounds as b
 ),
 {%- endif %}
 
@@ -328,7 +364,9 @@ kept as (
                                       in_window=('(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)'
                                                  ' or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))'
                                                  if timed else 'false'),
-                                      slot_asked=('(s.slot is not null)' if slotted else 'false')), 'sql') }}
+                                      slot_asked=('(s.slot is not null)' if slotted else 'false'),
+                                      recency=('r.recency' if current else '1'),
+                                      asks_current=('a.asks_current' if current else 'false')), 'sql') }}
             as score
     from fused as f
     inner join scoped_memories as m using (memory_id)
@@ -340,6 +378,9 @@ kept as (
     {%- endif %}
     {% if slotted -%}
     left join asked_slots as s on s.intent_id = f.intent_id and s.slot = m.slot
+    {%- endif %}
+    {% if current -%}
+    inner join memory_recency as r on r.memory_id = f.memory_id
     {%- endif %}
     where f.similarity >= {{ min_sim }}
 ),

@@ -24,13 +24,15 @@ from .conftest import ROOT
 FUSIONS = ("weighted", "rrf", "vector", "lexical")
 EXTREME = {"fusion_vector_weight": 1, "lexical_saturation": 0, "fusion_rrf_k": 0, "strength_weight": 1,
            "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5,
-           "slot_question_weight": 7}
-SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1, "slot_question_weight": 1}, "extreme": EXTREME,
+           "slot_question_weight": 7, "current_question_weight": 4}
+SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1, "slot_question_weight": 1, "current_question_weight": 1},
+            "extreme": EXTREME,
             "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0, "question_episode_weight": 0,
-                            "assistant_memory_weight": 0, "time_scope_weight": 0, "slot_question_weight": 0}}
+                            "assistant_memory_weight": 0, "time_scope_weight": 0, "slot_question_weight": 0,
+                            "current_question_weight": 0}}
 # the vars the score is made of: read by the formula macros only
 FORMULA_VARS = ("fusion_vector_weight", "lexical_saturation", "fusion_rrf_k", "strength_weight", "question_episode_weight",
-                "assistant_memory_weight", "time_scope_weight", "slot_question_weight")
+                "assistant_memory_weight", "time_scope_weight", "slot_question_weight", "current_question_weight")
 
 
 def render(vars: dict, work: Path) -> dict:
@@ -65,7 +67,8 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
             assert one_line(out[f + "_sql"]) == out[f]["relevance"]
             RecallFormula(out[f]["relevance"], out[f]["factor"], out[f]["score"])  # accepted
         # the factor differs only by the recall_if primitive
-        sql = re.sub(r"case when (.+?) then ([^ ]+) else ([^ ]+) end", r"where(\1, \2, \3)", one_line(out["factor_sql"]))
+        sql = re.sub(r"case when (.+?) then (\(.+?\)|[^ ]+) else ([^ ]+) end", r"where(\1, \2, \3)",
+                     one_line(out["factor_sql"]))
         assert sql == out["weighted"]["factor"]
     # the compiled statement (shipped weighted fusion) holds the same relevance and factor, with
     # its column expressions for the inputs
@@ -79,8 +82,11 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
               "to_assistant": "a.to_assistant",  # the shipped weighted fusion has a lexical leg: `addressed`
               "in_window": "(coalesce(m.created_at >= w.window_start and m.created_at < w.window_end, false)"
                            " or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))",
-              "slot_asked": "(s.slot is not null)"}
-    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window|slot_asked)\b", lambda m: inputs[m.group(1)],
+              "slot_asked": "(s.slot is not null)",
+              "recency": "r.recency",
+              "asks_current": "a.asks_current"}
+    factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window|slot_asked|recency|asks_current)\b",
+                    lambda m: inputs[m.group(1)],
                     one_line(out["factor_sql"]))
     assert f"(f.relevance) * ({factor}) as score" in stmt
 
@@ -109,7 +115,8 @@ def test_the_formula_is_written_once() -> None:
                        # recall_sql and the published pattern only ask whether the time scope is on (not 1)
                        "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"},
                        "slot_question_weight": {"recall_factor", "recall_queries", "recall_sql",
-                                                "slot_questions_json"}}, readers
+                                                "slot_questions_json"},
+                       "current_question_weight": {"recall_factor", "recall_queries", "recall_sql"}}, readers
     macros = (ROOT / "macros" / "recall.sql").read_text()
     fused = macros[macros.index("\nfused as ("):macros.index("\nranked as (")]  # recall_sql's fusion and score
     assert all(f"{m}(" in fused for m in ("recall_relevance", "recall_factor", "recall_score"))
@@ -211,3 +218,11 @@ def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, di
     assert asked.tolist() == [1.0, 7.0]
     assert "where(slot_asked, 2, 1)" in rendered["shipped"]["weighted"]["factor"]  # shipped 2; 1 = off
     assert "slot_asked" not in rendered["off"]["weighted"]["factor"]
+    # a question about the current state (asks_current, per intent) weighs a memory by
+    # 1 + (c - 1) x its recency: the newest c (4 here), the oldest 1; not read otherwise
+    now = f.factor(strength=np.ones(3), is_question=np.zeros(3, bool), is_assistant=np.zeros(3, bool),
+                   to_assistant=False, recency=np.array([0.0, 0.5, 1.0]), asks_current=True)
+    assert now.tolist() == [1.0, 2.5, 4.0]
+    assert f.factor(strength=np.ones(3), is_question=np.zeros(3, bool), is_assistant=np.zeros(3, bool),
+                    to_assistant=False, recency=np.array([0.0, 0.5, 1.0]), asks_current=False).tolist() == [1.0] * 3
+    assert "asks_current" not in rendered["off"]["weighted"]["factor"]

@@ -57,6 +57,9 @@
         {{ sql_literal(time_scope_pattern(ref('time_expressions'))) }}::varchar as time_scope_pattern,
         {{ number_var('slot_question_weight') }}::{{ double_type() }} as slot_question_weight,
         {{ sql_literal(slot_questions_json(ref('question_slots'))) }}::varchar as slot_questions,
+        {{ number_var('current_question_weight') }}::{{ double_type() }} as current_question_weight,
+        {{ sql_literal(string_var('current_question_pattern') if number_var('current_question_weight') != 1 else '') }}::varchar
+            as current_question_pattern,
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
         {{ number_var('lexical_context_prev_weight') }}::{{ double_type() }} as lexical_context_prev_weight,

@@ -40,10 +40,13 @@ RELEVANCE_INPUTS = frozenset({"cos", "cos_min", "cos_max", "bm25", "vector_rank"
 # recall_factor's inputs: per memory strength, is_question, is_assistant (kind 'assistant'); per
 # intent to_assistant (the query asks what the assistant said); per memory and intent in_window (the
 # question names a time the memory falls in: false on every path here, since they serve only
-# questions without one, hybrid.py check_time_scope) and slot_asked (the question asks for the
-# memory's slot: SnapshotIndex.factor_asked, serving/slots.py). A new input joins here and is passed by
+# questions without one, hybrid.py check_time_scope), slot_asked (the question asks for the
+# memory's slot) and recency (where the memory was said in the span of the user's scoped memories,
+# read when the intent's asks_current: the question asks for the current state): serving/asked.py.
+# A new input joins here and is passed by
 # SnapshotIndex and PgAnn; until then an expression naming it is refused and the statement answers
-FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window", "slot_asked"})
+FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window", "slot_asked",
+                           "recency", "asks_current"})
 SCORE_INPUTS = frozenset({"relevance", "factor"})
 
 
@@ -160,8 +163,10 @@ class RecallFormula:
     def factor(self, **inputs: Any) -> np.ndarray:
         """The per-memory multiplier of arrays ``strength``, ``is_question`` and ``is_assistant`` and
         the intent's ``to_assistant`` (a bool, or an array broadcast against them); ``in_window``
-        and ``slot_asked`` are false unless given (no time named, no slot asked for)."""
-        return np.asarray(self._factor({"in_window": False, "slot_asked": False, **inputs}), dtype=np.float64)
+        and ``slot_asked`` are false unless given (no time named, no slot asked for), so is
+        ``asks_current`` (then ``recency`` is not read)."""
+        return np.asarray(self._factor({"in_window": False, "slot_asked": False, "asks_current": False, "recency": 1.0,
+                                        **inputs}), dtype=np.float64)
 
     def score(self, relevance: Any, factor: Any) -> np.ndarray:
         return np.asarray(self._score({"relevance": relevance, "factor": factor}), dtype=np.float64)

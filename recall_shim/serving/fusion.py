@@ -29,6 +29,8 @@ class Fusion:
     # (slot, pattern) of the questions that ask for a slot (recall_queries.slot_questions, the rows
     # of seeds/question_slots.csv): () = slot weighting off
     slot_questions: tuple[tuple[str, str], ...] = ()
+    # questions that ask for the current state (recall_queries.current_question_pattern): '' = off
+    current_question_pattern: str = ""
 
 
 def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
@@ -38,7 +40,7 @@ def fusion_of(rows: dict[str, dict[str, Any]]) -> tuple[Fusion, Lexicon] | None:
         row = rows["recall"]
         fusion = Fusion(str(row["fusion_method"]), bool(row["recall_episodes_by_default"]),
                         str(row.get("assistant_question_pattern") or ""), str(row.get("time_scope_pattern") or ""),
-                        _pairs(row.get("slot_questions")))
+                        _pairs(row.get("slot_questions")), str(row.get("current_question_pattern") or ""))
         lexicon = Lexicon(float(row["lexical_k1"]), float(row["lexical_b"]), frozenset(row["lexical_stopwords"]),
                           str(rows["tokenize"]["sql_text"]))
         return fusion, lexicon

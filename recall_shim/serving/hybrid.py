@@ -8,9 +8,9 @@ to [mn, mx], the min / max cosine over the user's scoped memories), cos_min = mn
 bm25 (0 without a lexical match), vector_rank and lexical_rank (NaN without a match); the factor
 per row is ``SnapshotIndex.factor`` (the factor's to_assistant false), or ``factor_said`` for an
 intent whose text asks what the assistant said (to_assistant true: var assistant_question_pattern
-on the lower-cased text, as the statement's ``addressed``), chosen per intent, read with
-``factor_asked`` at the rows of the slots the question asks for (recall_shim/serving/slots.py;
-for exactly scanned users only: an IVF user's slot question runs as compiled). This module
+on the lower-cased text, as the statement's ``addressed``), chosen per intent, made per
+request for a question that asks for a slot or the current state (recall_shim/serving/asked.py;
+exactly scanned users only: an IVF user's such question runs as compiled). This module
 proposes candidates and bounds the rest:
 threshold on raw cosine, kind filter, NULL/zero/NaN vectors never rank, ties by memory_id.
 
@@ -50,7 +50,7 @@ from recall_shim.serving.index import SCAN_CHUNK, TIE_MARGIN, Hit, SnapshotIndex
 from recall_shim.serving.index_ivf import EMPTY_ROWS, load_faiss, valid_hits
 from recall_shim.serving.lookup import in_sorted, positions, values_at
 from recall_shim.serving.fusion import HYBRID_FUSIONS, Fusion
-from recall_shim.serving.slots import SlotQuestions, slot_factor
+from recall_shim.serving.asked import AskedQuestions, question_factor
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
 
 MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
@@ -84,7 +84,7 @@ class HybridSearcher:
         self.postings = TermPostings(index.folder, index.users)
         self._asks = re.compile(fusion.assistant_question_pattern) if fusion.assistant_question_pattern else None
         self._timed = re.compile(fusion.time_scope_pattern) if fusion.time_scope_pattern else None
-        self._slots = SlotQuestions(fusion.slot_questions)
+        self._asked = AskedQuestions(fusion.slot_questions, fusion.current_question_pattern)
 
     # --- public ---------------------------------------------------------------------------
 
@@ -102,11 +102,12 @@ class HybridSearcher:
         if big and self.fusion.method == "rrf":
             raise Unserved("rrf needs exact global vector ranks")
         self.check_time_scope(texts)
-        asked = [self.asked_slots(texts[i] if texts is not None and i < len(texts) else None) for i in range(len(q64))]
-        if any(asked) and (big or ix.slot is None):
-            # an IVF's bounds take the user's factor range without the slot weight; an index
-            # written before slot.npy holds no slots
-            raise Unserved("a question that asks for a slot runs as compiled for this user")
+        text_of = [texts[i] if texts is not None and i < len(texts) else None for i in range(len(q64))]
+        asked = [(self.asked_slots(t), self.asks_current(t)) for t in text_of]
+        if any(s or c for s, c in asked) and (big or ix.slot is None or ix.said is None):
+            # an IVF's bounds take the user's factor range without these weights; an index written
+            # before slot.npy / said.npy holds no slots or times
+            raise Unserved("a question that asks for a slot or the current state runs as compiled for this user")
         try:
             lex = [self.with_context(lx) for lx in self._lexical(con, user_id, texts, len(q64))]
         except LookupError as exc:
@@ -114,8 +115,7 @@ class HybridSearcher:
         out = []
         for i, (q, lx) in enumerate(zip(q64, lex)):
             qn = q / np.linalg.norm(q)
-            text = texts[i] if texts is not None and i < len(texts) else None
-            fac = self.slot_factor(ix.factor_said if self.asks_assistant(text) else ix.factor, asked[i])
+            fac = question_factor(ix, lo, hi, self.asks_assistant(text_of[i]), *asked[i], allowed)
             if big:
                 out.append(self._search_ivf(user_id, lo, hi, qn, lx, top_k, min_sim, allowed, fac))
             else:
@@ -129,12 +129,12 @@ class HybridSearcher:
             raise Unserved("a question that names a time runs as compiled")
 
     def asked_slots(self, text: str | None) -> frozenset[str]:
-        """The slots a question asks for (recall_shim/serving/slots.py)."""
-        return self._slots.asked(text)
+        """The slots a question asks for (recall_shim/serving/asked.py)."""
+        return self._asked.slots(text)
 
-    def slot_factor(self, fac: np.ndarray, asked: frozenset[str]) -> Any:
-        """The factor per row for a question asking for slots ``asked`` (slots.py)."""
-        return slot_factor(self.index, fac, asked)
+    def asks_current(self, text: str | None) -> bool:
+        """Does a question ask for the current state (asked.py)?"""
+        return self._asked.current(text)
 
     def asks_assistant(self, text: str | None) -> bool:
         """Does the question ask what the assistant said (var assistant_question_pattern on the

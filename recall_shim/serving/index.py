@@ -9,8 +9,9 @@ temporary folder, then renamed, so a reader sees a whole index or none). Rows ar
     users.npy          sorted user ids (bytes); user_start.npy (start, stop) row of each user
     id64.npy           stable 62-bit id per memory (md5 of memory_id), sorted within a user
     memory_id.npy      memory ids (bytes)       kind.npy   kind codes     strength.npy  float64
-    slot.npy           slot codes (meta.json ``slots``; len(slots) = none): a question that asks for
-                       a slot weighs that slot's rows (hybrid.py ``slot_factor``)
+    slot.npy           slot codes (meta.json ``slots``; len(slots) = none); said.npy when each row was
+                       said (epoch seconds): factor inputs of questions that ask for a slot or for the
+                       current state (recall_shim/serving/asked.py)
     question.npy       episode is a question (bool), an input of the factor (formula.py)
     norm.npy           float64 L2 norms (0 = never ranks)
     fp.npy             fingerprint per row (content, sources, model, dates): the next build reuses rows
@@ -159,14 +160,13 @@ class SnapshotIndex:
         self.factor, self.factor_said = (
             self.formula.factor(strength=self.strength, is_question=question, is_assistant=said, to_assistant=to)
             for to in (False, True))
-        # the slot per row (None for an index written before slot.npy: slot questions then run as
-        # compiled) and the factor of a row whose slot the question asks for (input slot_asked)
+        # the factor's per-row inputs, for questions whose factor is made per request (asked.py), and
+        # the slot and the time said per row (None for an index written before slot.npy / said.npy:
+        # such questions then run as compiled)
+        self.question, self.assistant = question, said
         self.slots: list[str] = list(meta.get("slots", []))
         self.slot = np.load(folder / "slot.npy") if (folder / "slot.npy").exists() else None
-        self.factor_asked, self.factor_said_asked = (
-            self.formula.factor(strength=self.strength, is_question=question, is_assistant=said, to_assistant=to,
-                                slot_asked=True)
-            for to in (False, True))
+        self.said = np.load(folder / "said.npy") if (folder / "said.npy").exists() else None
         # Vectors and payloads by heavy row (self.vrow): rows of indexed users are read with pread
         # (page cache, not this process's RSS); small users' blocks through the memory map.
         self.heavy = HeavyReader(folder, self.dim, HeavyPrefix.of(meta))

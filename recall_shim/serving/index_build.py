@@ -80,6 +80,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     np.save(tmp / "memory_id.npy", data["memory_id"])
     np.save(tmp / "kind.npy", data["kind"].astype(np.int16))
     np.save(tmp / "slot.npy", data["slot"].astype(np.int16))
+    np.save(tmp / "said.npy", data["said"].astype(np.float64))
     np.save(tmp / "strength.npy", data["strength"].astype(np.float64))
     np.save(tmp / "question.npy", data["question"].astype(bool))
     np.save(tmp / "fp.npy", data["fp"].astype(np.uint64))

@@ -93,8 +93,14 @@ def _snapshot_shape(con: duckdb.DuckDBPyConnection, current: str) -> tuple[list,
              f" coalesce(list_position({kind_list}, kind) - 1, {len(kinds)})::smallint as kind_code, strength,"
              f" memory_id, {'coalesce(is_question, false)' if has_question else 'false'} as is_question,"
              f" {fingerprint_expr(con)} as fp,"
-             f" coalesce(list_position({slot_list}, slot) - 1, {len(slots)})::smallint as slot_code")
+             f" coalesce(list_position({slot_list}, slot) - 1, {len(slots)})::smallint as slot_code,"
+             " epoch(created_at)::double as said_epoch")
     return users, (kinds, slots), light, kind_list
+
+
+def _float64(col: Any) -> np.ndarray:
+    """A DOUBLE column as float64, NULL as NaN."""
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _user_blocks(users: list) -> dict[str, Any]:
@@ -108,7 +114,7 @@ def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, curr
     vrow = arange (each user's heavy rows contiguous). Columnar all the way, no per-row Python."""
     users, (kinds, slots), light, _ = _snapshot_shape(con, current)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("id64", "kind", "strength", "memory_id", "question", "fp", "slot",
-                                                          "norm")}
+                                                          "said", "norm")}
     reader = con.sql(
         f"{light}, embedding, {PAYLOAD_SQL}"
         f" {current} order by user_id, id64").to_arrow_reader(50_000)
@@ -121,9 +127,10 @@ def read_snapshot_full(con: duckdb.DuckDBPyConnection, out: Path, dim: int, curr
             cols["question"].append(batch.column(4).to_numpy(zero_copy_only=False).astype(bool))
             cols["fp"].append(batch.column(5).to_numpy(zero_copy_only=False).astype(np.uint64))
             cols["slot"].append(batch.column(6).to_numpy(zero_copy_only=False))
-            block = _embeddings(batch.column(7), dim)
+            cols["said"].append(_float64(batch.column(7)))
+            block = _embeddings(batch.column(8), dim)
             cols["norm"].append(_norms64(block))
-            rel, data = _string_buffers(batch.column(8))
+            rel, data = _string_buffers(batch.column(9))
             heavy.append(block, data, rel[1:])
         prefix = heavy.prefix()
     finally:
@@ -205,6 +212,7 @@ def read_snapshot_reusing(con: duckdb.DuckDBPyConnection, out: Path, dim: int, c
     return {"n": n, "kinds": kinds, "slots": slots, **_user_blocks(users), "id64": id64,
             "kind": light.column(1).to_numpy(zero_copy_only=False),
             "slot": light.column(6).to_numpy(zero_copy_only=False),
+            "said": _float64(light.column(7)),
             "strength": light.column(2).to_numpy(zero_copy_only=False),
             "memory_id": light.column(3).to_numpy(zero_copy_only=False).astype(bytes),
             "question": light.column(4).to_numpy(zero_copy_only=False).astype(bool),

@@ -184,8 +184,8 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
     if searcher.fusion.method != "weighted":
         raise Unserved("the index serves a tail user for the weighted fusion only")
     searcher.check_time_scope(texts)
-    if any(searcher.asked_slots(t) for t in texts or ()):
-        raise Unserved("a question that asks for a slot runs as compiled over a tail user")
+    if any(searcher.asked_slots(t) or searcher.asks_current(t) for t in texts or ()):
+        raise Unserved("a question that asks for a slot or the current state runs as compiled over a tail user")
     ix, f, lexicon = searcher.index, searcher.index.formula, searcher.lexicon
     q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
     lo, hi = ix.block(user_id)
