@@ -67,7 +67,8 @@ coalesce({{ bm25 }}, 0)
     (1 - s + s x max strength) x max(1, question weight) x max(1, assistant weight) x max(1, time
     weight) x max(1, slot weight) at most. Times (1 + (c - 1) x recency) when asks_current (the
     question asks for the current state: var current_question_pattern, "do I still ...", "where
-    do I live now?", "我现在..."; per intent), c = var current_question_weight, recency per memory
+    do I live now?", "我现在..."; per intent; not when the question names a time, "what was I
+    currently reading in May?", which the time scope weighs), c = var current_question_weight, recency per memory
     and intent in [0, 1]: when it was said within the span of the user's scoped memories (the
     newest 1; recall_sql's recency_bounds); left out when c is 1. So the newest memory weighs c,
     the oldest 1, and the maximum above takes max(1, c) too. -#}
@@ -320,7 +321,8 @@ recency_bounds as (
 memory_recency as (
     select
         m.memory_id,
-        coalesce(({{ epoch_seconds('m.created_at') }} - b.said_lo) / nullif(b.said_hi - b.said_lo, 0), 1) as recency
+        cast(coalesce(({{ epoch_seconds('m.created_at') }} - b.said_lo) / nullif(b.said_hi - b.said_lo, 0), 1)
+            as {{ double_type() }}) as recency
     from scoped_memories as m
     cross join recency_bounds as b
 ),
@@ -366,7 +368,8 @@ kept as (
                                                  if timed else 'false'),
                                       slot_asked=('(s.slot is not null)' if slotted else 'false'),
                                       recency=('r.recency' if current else '1'),
-                                      asks_current=('a.asks_current' if current else 'false')), 'sql') }}
+                                      asks_current=(('(a.asks_current and w.intent_id is null)' if timed
+                                                     else 'a.asks_current') if current else 'false')), 'sql') }}
             as score
     from fused as f
     inner join scoped_memories as m using (memory_id)

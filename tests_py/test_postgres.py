@@ -26,7 +26,9 @@ from recall_shim.common.paths import project_dir
 
 from .conftest import DEMO_LOG, query, start_postgres
 
-QUERIES = ["how should answers be formatted?", "where does the user live?", "what editor theme does the user like?"]
+QUERIES = ["how should answers be formatted?", "where does the user live?", "what editor theme does the user like?",
+           # a question that asks for a slot and for the current state (recall_factor's slot_asked, recency)
+           "where do I live now?"]
 
 
 def writer_rows(writer: int) -> list[dict[str, Any]]:
@@ -138,6 +140,8 @@ def test_recall_matches_duckdb(pg_store: Any, duck_store: MemoryStore) -> None:
             for a, b in zip(pg_group, duck_group):
                 assert math.isclose(a.similarity, b.similarity, abs_tol=1e-5)
                 assert math.isclose(a.lexical_score, b.lexical_score, rel_tol=1e-6, abs_tol=1e-9)
+    now = pg_store.recall("where do I live now?", user_id="w1", top_k=1, min_sim=0.0, record_access=False)
+    assert now[0].content == "User lives in Paris"  # the current city, on PostgreSQL too
 
 
 def test_recall_errors_and_scoping(pg_store: Any) -> None:

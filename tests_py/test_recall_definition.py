@@ -84,7 +84,7 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
                            " or coalesce(m.happened_on >= w.window_start and m.happened_on < w.window_end, false))",
               "slot_asked": "(s.slot is not null)",
               "recency": "r.recency",
-              "asks_current": "a.asks_current"}
+              "asks_current": "(a.asks_current and w.intent_id is null)"}
     factor = re.sub(r"\b(strength|is_question|is_assistant|to_assistant|in_window|slot_asked|recency|asks_current)\b",
                     lambda m: inputs[m.group(1)],
                     one_line(out["factor_sql"]))
