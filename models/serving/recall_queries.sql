@@ -41,6 +41,10 @@
     and the PostgreSQL HNSW path evaluate these, so the score is written once -#}
 {%- set formula = recall_formula_numpy() -%}
 
+{#- questions about the current state (macros/recall.sql recall_factor): '' when the weight is off -#}
+{%- set current_on = number_var('current_question_weight') != 1 -%}
+{%- set current_pattern = string_var('current_question_pattern') if current_on else '' -%}
+
 {%- set stopwords_sql = 'array[' ~ sql_string_list(string_list_var('lexical_stopwords')) ~ ']' -%}
 
 {% for name, sql_text, parameters in statements %}
@@ -58,8 +62,7 @@
         {{ number_var('slot_question_weight') }}::{{ double_type() }} as slot_question_weight,
         {{ sql_literal(slot_questions_json(ref('question_slots'))) }}::varchar as slot_questions,
         {{ number_var('current_question_weight') }}::{{ double_type() }} as current_question_weight,
-        {{ sql_literal(string_var('current_question_pattern') if number_var('current_question_weight') != 1 else '') }}::varchar
-            as current_question_pattern,
+        {{ sql_literal(current_pattern) }}::varchar as current_question_pattern,
         {{ number_var('fusion_vector_weight') }}::{{ double_type() }} as fusion_vector_weight,
         {{ number_var('lexical_saturation') }}::{{ double_type() }} as lexical_saturation,
         {{ number_var('lexical_context_prev_weight') }}::{{ double_type() }} as lexical_context_prev_weight,
