@@ -68,10 +68,10 @@ coalesce({{ bm25 }}, 0)
     weight) x max(1, slot weight) at most. Times (1 + (c - 1) x recency) when asks_current (the
     question asks for the current state: var current_question_pattern, "do I still ...", "where
     do I live now?", "我现在..."; per intent; not when the question names a time, "what was I
-    currently reading in May?", which the time scope weighs), c = var current_question_weight, recency per memory
-    and intent in [0, 1]: when it was said within the span of the user's scoped memories (the
-    newest 1; recall_sql's recency_bounds); left out when c is 1. So the newest memory weighs c,
-    the oldest 1, and the maximum above takes max(1, c) too. -#}
+    currently reading in May?", which the time scope weighs), c = var current_question_weight,
+    recency per memory and intent in [0, 1]: when it was said within the span of the user's
+    scoped memories (the newest 1; recall_sql's memory_recency); left out when c is 1. So the
+    newest memory weighs c, the oldest 1, and the maximum above takes max(1, c) too. -#}
 {% macro recall_factor(dialect='sql', strength='strength', is_question='is_question', is_assistant='is_assistant',
                        to_assistant='to_assistant', in_window='in_window', slot_asked='slot_asked',
                        recency='recency', asks_current='asks_current') -%}
