@@ -21,11 +21,13 @@ __all__ = ["AskedQuestions", "question_factor"]
 
 
 class AskedQuestions:
-    """The compiled patterns of recall_queries.slot_questions and current_question_pattern."""
+    """The compiled patterns of recall_queries.slot_questions, current_question_pattern and
+    assistant_question_pattern, each searched in the lower-cased question."""
 
-    def __init__(self, slot_pairs: Sequence[tuple[str, str]], current_pattern: str) -> None:
+    def __init__(self, slot_pairs: Sequence[tuple[str, str]], current_pattern: str, assistant_pattern: str) -> None:
         self._pairs = [(slot, re.compile(pattern)) for slot, pattern in slot_pairs]
-        self._current = re.compile(current_pattern) if current_pattern else None
+        self._current = _compiled(current_pattern)
+        self._assistant = _compiled(assistant_pattern)
 
     def slots(self, text: str | None) -> frozenset[str]:
         """The slots ``text`` asks for; none for a precomputed vector (no text)."""
@@ -36,7 +38,20 @@ class AskedQuestions:
 
     def current(self, text: str | None) -> bool:
         """Does ``text`` ask for the current state? Never for a precomputed vector."""
-        return bool(text is not None and self._current is not None and self._current.search(text.lower()))
+        return _matches(self._current, text)
+
+    def assistant(self, text: str | None) -> bool:
+        """Does ``text`` ask what the assistant said (the statement's ``addressed``)? Never for a
+        precomputed vector."""
+        return _matches(self._assistant, text)
+
+
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    return re.compile(pattern) if pattern else None
+
+
+def _matches(pattern: re.Pattern[str] | None, text: str | None) -> bool:
+    return bool(text is not None and pattern is not None and pattern.search(text.lower()))
 
 
 @dataclass(frozen=True)

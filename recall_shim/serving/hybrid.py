@@ -82,9 +82,9 @@ class HybridSearcher:
         self.fusion = fusion
         self.lexicon = lexicon
         self.postings = TermPostings(index.folder, index.users)
-        self._asks = re.compile(fusion.assistant_question_pattern) if fusion.assistant_question_pattern else None
         self._timed = re.compile(fusion.time_scope_pattern) if fusion.time_scope_pattern else None
-        self._asked = AskedQuestions(fusion.slot_questions, fusion.current_question_pattern)
+        self._asked = AskedQuestions(fusion.slot_questions, fusion.current_question_pattern,
+                                     fusion.assistant_question_pattern)
 
     # --- public ---------------------------------------------------------------------------
 
@@ -139,7 +139,7 @@ class HybridSearcher:
     def asks_assistant(self, text: str | None) -> bool:
         """Does the question ask what the assistant said (var assistant_question_pattern on the
         lower-cased text, as the compiled statement's ``addressed``)? Never for a precomputed vector."""
-        return bool(text is not None and self._asks is not None and self._asks.search(text.lower()))
+        return self._asked.assistant(text)
 
     # --- pieces ---------------------------------------------------------------------------
 
