@@ -97,21 +97,59 @@ coalesce({{ bm25 }}, 0)
 ({{ relevance }}) * ({{ factor }})
 {%- endmacro %}
 
-{#- The three expressions rendered for numpy with the build's vars, one line each (published in
-    recall_queries: relevance_numpy, factor_numpy, score_numpy). -#}
+{#- The conversation lift (docs/recall.md "Conversation lift"): people talk about one thing for a
+    few turns, so the answer often sits next to the turn that matches the question best ("what did
+    Kim paint?" matches "I took up painting"; the painting is described in the reply). A memory's
+    final score is its score plus var conversation_lift_weight x the harmonic mean of its score
+    and `best`, the best score among the ranked memories said within var conversation_lift_turns
+    turns of it in its session (itself included, so best >= score: a memory alone in its
+    neighbourhood scores score x (1 + weight), one next to a far better match up to score x (1 +
+    2 x weight)). The harmonic mean gives a memory of no relevance of its own nothing, so only
+    memories about the question gain; its slopes are at most 2, so a rounding in the score moves
+    the final score at most (1 + 2 x weight) times as much. Non-decreasing in score and in best
+    (the pruning bounds rely on it); the weight 0 leaves the score as it is. -#}
+{% macro recall_lift(score='score', best='best', dialect='sql') -%}
+{%- set w = number_var('conversation_lift_weight') -%}
+{%- set s = recall_max(score, 0, dialect) -%}
+{%- set b = recall_max(best, 0, dialect) -%}
+({{ score }}) + {{ w }} * coalesce(2 * {{ s }} * {{ b }} / nullif({{ s }} + {{ b }}, 0), 0)
+{%- endmacro %}
+
+{#- The larger of two values (SQL greatest, numpy maximum). -#}
+{% macro recall_max(a, b, dialect) -%}
+{%- if dialect == 'sql' -%}
+greatest({{ a }}, {{ b }})
+{%- elif dialect == 'numpy' -%}
+maximum({{ a }}, {{ b }})
+{%- else -%}
+{{ exceptions.raise_compiler_error("recall dialect must be sql or numpy, got " ~ dialect) }}
+{%- endif -%}
+{%- endmacro %}
+
+{#- Is the conversation lift on for this fusion? (Not for `vector`: cosine only, the reference
+    design.) -#}
+{% macro conversation_lift_on(fusion=none) -%}
+{%- set fusion = fusion if fusion is not none else choice_var('fusion_method') -%}
+{{ return(fusion != 'vector' and number_var('conversation_lift_weight') > 0) }}
+{%- endmacro %}
+
+{#- The expressions rendered for numpy with the build's vars, one line each (published in
+    recall_queries: relevance_numpy, factor_numpy, score_numpy, lift_numpy; the lift '' when off). -#}
 {% macro recall_formula_numpy(fusion=none) -%}
 {{ return({
     'relevance': recall_relevance(fusion, 'numpy').split() | join(' '),
     'factor': recall_factor('numpy').split() | join(' '),
     'score': recall_score(dialect='numpy').split() | join(' '),
+    'lift': (recall_lift(dialect='numpy').split() | join(' ')) if conversation_lift_on(fusion) else '',
 }) }}
 {%- endmacro %}
 
 {#- Hybrid recall. One statement answers several intents for one user.
 
     memories   : relation/subquery with user_id, memory_id, kind, content, embedding, strength,
-                 source_message_ids, valid_to, is_question, created_at, happened_on, happened_grain
-                 (more columns are ignored)
+                 source_message_ids, valid_to, is_question, created_at, happened_on, happened_grain,
+                 and turn_session_id, turn_seq unless the fusion is 'vector' or var
+                 conversation_lift_weight is 0 (more columns are ignored)
     queries    : subquery with intent_id (int), embedding (FLOAT[dim]) and query_text (VARCHAR,
                  may be NULL: a precomputed vector has no lexical leg)
     user_id    : SQL expression of the user scope (required: there is no all-users recall)
@@ -156,6 +194,8 @@ coalesce({{ bm25 }}, 0)
 {%- set timed = lexical and time_expressions is not none and number_var('time_scope_weight') != 1 -%}
 {%- set slotted = lexical and question_slots is not none and number_var('slot_question_weight') != 1 -%}
 {%- set current = lexical and number_var('current_question_weight') != 1 -%}
+{%- set lifted = conversation_lift_on(fusion) -%}
+{%- set lift_turns = number_var('conversation_lift_turns') -%}
 {%- if lexical and (terms is none or term_stats is none) -%}
   {{ exceptions.raise_compiler_error("recall_sql with fusion " ~ fusion ~ " needs terms and term_stats") }}
 {%- endif -%}
@@ -359,6 +399,10 @@ kept as (
         m.created_at as said_at,
         m.happened_on,
         m.happened_grain,
+        {% if lifted -%}
+        m.turn_session_id,
+        m.turn_seq,
+        {% endif -%}
         {{ recall_score('f.relevance',
                         recall_factor('sql', strength='m.strength', is_question='m.is_question',
                                       is_assistant="(m.kind = 'assistant')",
@@ -388,11 +432,40 @@ kept as (
     where f.similarity >= {{ min_sim }}
 ),
 
+{% if lifted -%}
+-- the conversation lift (recall_lift): the best score among the ranked memories said within
+-- var conversation_lift_turns turns of each one in its session, itself included
+neighbourhood as (
+    select
+        *,
+        case when turn_session_id is null or turn_seq is null then score
+            else max(score) over (
+                partition by intent_id, turn_session_id order by turn_seq
+                range between {{ lift_turns }} preceding and {{ lift_turns }} following
+            ) end as best_near
+    from kept
+),
+
+lifted as (
+    select
+        *,
+        {{ recall_lift('score', 'best_near', 'sql') }} as final_score
+    from neighbourhood
+),
+{%- else -%}
+lifted as (
+    select
+        *,
+        score as final_score
+    from kept
+),
+{%- endif %}
+
 ranked as (
     select
         *,
-        row_number() over (partition by intent_id order by score desc, memory_id) as rank
-    from kept
+        row_number() over (partition by intent_id order by final_score desc, memory_id) as rank
+    from lifted
 )
 
 select
@@ -403,7 +476,7 @@ select
     content,
     similarity,
     strength,
-    score,
+    final_score as score,
     source_message_ids,
     lexical_score,
     said_at,

@@ -68,6 +68,8 @@
       'slot_question_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'current_question_weight': {'kind': 'number', 'min': 0, 'max': 1000},
       'current_question_pattern': {'kind': 'string', 'pattern': '[^\\x00]{0,2000}'},
+      'conversation_lift_weight': {'kind': 'number', 'min': 0, 'max': 1000},
+      'conversation_lift_turns': {'kind': 'number', 'integer': true, 'min': 0, 'max': 1000000},
       'strength_weight': share,
       'llm_url': {'kind': 'string', 'pattern': '[^\\x00-\\x20\\x7f]{0,2048}'},
       'llm_model': {'kind': 'string', 'pattern': '[A-Za-z0-9_.:/@+-]{0,256}'},

@@ -98,10 +98,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "answers": {f: {} for f in fusions}}
 
 
-def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) -> Path:
+def write_snapshot(path: Path, rows: dict, statements: Path, dense: bool = False, **settings: float) -> Path:
     """A published-like snapshot: long_term_memory from ``rows``, the compiled statements of one
     fusion, and memory_term_index / memory_term_stats computed with the compiled tokenize macro
-    by the SQL of the dbt models."""
+    by the SQL of the dbt models. Turns: 40 sessions of scattered turns (few memories near each
+    other), or with ``dense`` sessions of 8 consecutive turns (the conversation lift everywhere)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(path))
     con.execute(f"attach '{statements}' as t (read_only)")
@@ -111,10 +112,14 @@ def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) 
     for key, value in settings.items():
         con.execute(f"update recall_index_settings set {key} = ?", [value])
     con.register("r", pa.table(rows))
+    number = "regexp_extract(memory_id, '[0-9]+')::bigint"
+    turns = (f"'sess' || ({number} // 8)::varchar as turn_session_id, ({number} % 8)::bigint as turn_seq" if dense
+             else "'sess' || (hash(memory_id) % 40)::varchar as turn_session_id,"
+                  " (hash(memory_id) // 40 % 100000)::bigint as turn_seq")
     con.execute(f"""create table long_term_memory as select memory_id, user_id, kind, null::varchar as slot, content,
         embedding::float[{DIM}] as embedding, strength, source_message_ids, null::timestamp as valid_to, is_question,
         []::varchar[] as agent_ids, []::varchar[] as session_ids,
-        'sess' || (hash(memory_id) % 40)::varchar as turn_session_id, (hash(memory_id) // 40 % 100000)::bigint as turn_seq,
+        {turns},
         timestamp '2026-01-01 08:00:00' + to_minutes((hash(memory_id) % 500000)::bigint) as created_at,
         case when hash(memory_id) % 3 = 0 then date '2025-11-01' + (hash(memory_id) % 90)::integer end as happened_on,
         case when hash(memory_id) % 3 = 0 then 'day' end as happened_grain
@@ -139,11 +144,13 @@ def write_snapshot(path: Path, rows: dict, statements: Path, **settings: float) 
     return path
 
 
-def make_store(corpus: dict, tmp_path: Path, fusion: str, **settings: float) -> tuple[MemoryStore, Path]:
+def make_store(corpus: dict, tmp_path: Path, fusion: str, dense: bool = False,
+               **settings: float) -> tuple[MemoryStore, Path]:
     store = MemoryStore(tmp_path / f"{fusion}.duckdb")
     snap = write_snapshot(store.paths.serving / "snap-20260101T000000000000-hybrid01.duckdb", corpus["rows"],
-                          corpus["statements"][fusion], min_rows=1000, lists_per_sqrt=1.0, **settings)
+                          corpus["statements"][fusion], dense, min_rows=1000, lists_per_sqrt=1.0, **settings)
     stats = build_index(snap)
+    assert stats["turn_window_rows"] == len(corpus["rows"]["memory_id"])  # every memory has a turn
     # the turn context's links (session neighbours' episodes) are in the index: the lexical leg
     # checked below includes their shares
     assert stats["indexed_users"] == 1 and stats["turn_links"] > 50
@@ -166,8 +173,9 @@ def compiled(snap: Path, user: str, vectors: np.ndarray, texts: list, top_k: int
 
 # DuckDB computes cosine in float32, the index in float64; the weighted fusion divides cosines by
 # the user's (max - min) cosine span, which scales that difference up (cosines differ by up to
-# ~2e-6 here, scores by ~1e-5)
-TOL = 2e-5
+# ~2e-6 here, scores by ~1e-5); the conversation lift (macros/recall.sql recall_lift) moves a final
+# score at most 1 + 2 x conversation_lift_weight (2: 5) times as much as the score
+TOL = 2e-5 * 5
 
 
 def assert_same(got: list[RecalledMemory], want: list[tuple]) -> None:
@@ -249,6 +257,15 @@ def test_hybrid_index_matches_the_compiled_statement(corpus: dict, tmp_path: Pat
     # every IVF list probed, so the IVF user's candidates are exact too
     store, snap = make_store(corpus, tmp_path, fusion, nprobe=10_000)
     assert check(store, snap, answers=corpus["answers"][fusion]) > 1000
+
+
+@pytest.mark.parametrize("fusion", ["weighted", "lexical"])
+def test_the_conversation_lift_matches_the_compiled_statement(corpus: dict, tmp_path: Path, fusion: str) -> None:
+    """Dense conversations (sessions of 8 consecutive turns): nearly every memory has memories
+    near it, so the lift's screening bounds (scanned users) and the IVF's widened candidates and
+    final bound (every list probed: exact) are exercised (macros/recall.sql recall_lift)."""
+    store, snap = make_store(corpus, tmp_path, fusion, dense=True, nprobe=10_000)
+    assert check(store, snap) > 1000
 
 
 @pytest.mark.parametrize("fusion", ["weighted", "lexical"])

@@ -24,15 +24,17 @@ from .conftest import ROOT
 FUSIONS = ("weighted", "rrf", "vector", "lexical")
 EXTREME = {"fusion_vector_weight": 1, "lexical_saturation": 0, "fusion_rrf_k": 0, "strength_weight": 1,
            "question_episode_weight": 2, "assistant_memory_weight": 3, "time_scope_weight": 5,
-           "slot_question_weight": 7, "current_question_weight": 4}
-SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1, "slot_question_weight": 1, "current_question_weight": 1},
+           "slot_question_weight": 7, "current_question_weight": 4, "conversation_lift_weight": 9}
+SETTINGS = {"shipped": {}, "off": {"time_scope_weight": 1, "slot_question_weight": 1, "current_question_weight": 1,
+                                   "conversation_lift_weight": 0},
             "extreme": EXTREME,
             "no_strength": {"strength_weight": 0, "fusion_vector_weight": 0, "question_episode_weight": 0,
                             "assistant_memory_weight": 0, "time_scope_weight": 0, "slot_question_weight": 0,
-                            "current_question_weight": 0}}
+                            "current_question_weight": 0, "conversation_lift_weight": 0}}
 # the vars the score is made of: read by the formula macros only
 FORMULA_VARS = ("fusion_vector_weight", "lexical_saturation", "fusion_rrf_k", "strength_weight", "question_episode_weight",
-                "assistant_memory_weight", "time_scope_weight", "slot_question_weight", "current_question_weight")
+                "assistant_memory_weight", "time_scope_weight", "slot_question_weight", "current_question_weight",
+                "conversation_lift_weight")
 
 
 def render(vars: dict, work: Path) -> dict:
@@ -65,7 +67,9 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
         for f in FUSIONS:
             # the relevance renders the same text in both dialects (coalesce / nullif read alike)
             assert one_line(out[f + "_sql"]) == out[f]["relevance"]
-            RecallFormula(out[f]["relevance"], out[f]["factor"], out[f]["score"])  # accepted
+            RecallFormula(out[f]["relevance"], out[f]["factor"], out[f]["score"], out[f]["lift"], 2)  # accepted
+            # the lift: on for the fusions with a lexical leg unless its weight is 0
+            assert bool(out[f]["lift"]) == (f != "vector" and out is not rendered["off"] and out is not rendered["no_strength"])
         # the factor differs only by the recall_if primitive
         sql = re.sub(r"case when (.+?) then (\(.+?\)|[^ ]+) else ([^ ]+) end", r"where(\1, \2, \3)",
                      one_line(out["factor_sql"]))
@@ -89,6 +93,11 @@ def test_numpy_and_sql_are_renderings_of_the_same_macros(rendered: dict[str, dic
                     lambda m: inputs[m.group(1)],
                     one_line(out["factor_sql"]))
     assert f"(f.relevance) * ({factor}) as score" in stmt
+    # the conversation lift: the same expression over the score and the best score near it
+    lift = re.sub(r"\bbest\b", "best_near", re.sub(r"\bscore\b", "score", out["weighted"]["lift"]))
+    lift = lift.replace("maximum(", "greatest(")
+    assert f"{lift} as final_score" in stmt, lift
+    assert "range between 2 preceding and 2 following" in stmt  # conversation_lift_turns
 
 
 def test_the_formula_is_written_once() -> None:
@@ -116,12 +125,16 @@ def test_the_formula_is_written_once() -> None:
                        "time_scope_weight": {"recall_factor", "recall_queries", "recall_sql", "time_scope_pattern"},
                        "slot_question_weight": {"recall_factor", "recall_queries", "recall_sql",
                                                 "slot_questions_json"},
-                       "current_question_weight": {"recall_factor", "recall_queries", "recall_sql"}}, readers
+                       "current_question_weight": {"recall_factor", "recall_queries", "recall_sql"},
+                       # conversation_lift_on only asks whether the lift is on (not 0)
+                       "conversation_lift_weight": {"recall_lift", "recall_queries", "conversation_lift_on"}}, readers
     macros = (ROOT / "macros" / "recall.sql").read_text()
-    fused = macros[macros.index("\nfused as ("):macros.index("\nranked as (")]  # recall_sql's fusion and score
+    fused = macros[macros.index("\nfused as ("):macros.index("-- the conversation lift (recall_lift)")]  # fusion, score
     assert all(f"{m}(" in fused for m in ("recall_relevance", "recall_factor", "recall_score"))
     for piece in ("nullif", "case when", "number_var", "over intent_window -"):
         assert piece not in fused, piece
+    lifted = macros[macros.index("-- the conversation lift (recall_lift)"):macros.index("\nranked as (")]
+    assert "recall_lift(" in lifted and "nullif" not in lifted and "number_var" not in lifted
 
 
 HOSTILE = [
@@ -189,6 +202,18 @@ def test_score_is_monotone_as_the_pruning_bounds_assume(rendered: dict[str, dict
             r_max = float(base.max())
             bound = f.bound(r_max, float(ends.min()), float(ends.max()))
             assert (f.score(base, f_hi) <= bound + 1e-12).all()
+            # the conversation lift: non-decreasing in the score and in the best score near it
+            # (best >= score: a memory is near itself); 0 and 0 give 0
+            lf = RecallFormula(out[fusion]["relevance"], out[fusion]["factor"], out[fusion]["score"],
+                               out[fusion]["lift"], 2)
+            sc = rng.exponential(1, n)
+            sc[:5] = 0
+            best = sc + np.where(rng.random(n) < 0.3, 0.0, rng.exponential(1, n))
+            final = lf.lift(sc, best)
+            assert np.isfinite(final).all() and (final >= sc - 1e-12).all()
+            assert (lf.lift(sc + rng.uniform(0, 1, n), best) >= final - 1e-12).all()
+            assert (lf.lift(sc, best + rng.uniform(0, 1, n)) >= final - 1e-12).all()
+            assert lf.lift(np.zeros(1), np.zeros(1)).tolist() == [0.0]
 
 
 def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, dict]) -> None:
@@ -226,3 +251,20 @@ def test_the_factor_weighs_the_assistant_or_everyone_else(rendered: dict[str, di
     assert f.factor(strength=np.ones(3), is_question=np.zeros(3, bool), is_assistant=np.zeros(3, bool),
                     to_assistant=False, recency=np.array([0.0, 0.5, 1.0]), asks_current=False).tolist() == [1.0] * 3
     assert "asks_current" not in rendered["off"]["weighted"]["factor"]
+
+
+def test_the_lift_is_the_harmonic_mean_of_a_score_and_the_best_near_it(rendered: dict[str, dict]) -> None:
+    """recall_lift: score + weight x 2 x score x best / (score + best) (9 here): a memory alone in
+    its neighbourhood (best = score) scores 1 + weight times its score, one beside a far better
+    match at most 1 + 2 x weight times; a memory of score 0 gains nothing, whatever is near it."""
+    out = rendered["extreme"]["weighted"]
+    f = RecallFormula(out["relevance"], out["factor"], out["score"], out["lift"], 2)
+    assert f.lifted and f.lift_turns == 2
+    got = f.lift(np.array([0.5, 1.0, 0.0, 1.0]), np.array([0.5, 3.0, 5.0, 1e12]))
+    assert got == pytest.approx([5.0, 14.5, 0.0, 19.0])
+    off = rendered["off"]["weighted"]
+    plain = RecallFormula(off["relevance"], off["factor"], off["score"], off["lift"], 2)
+    assert not plain.lifted and plain.lift(np.array([0.5]), np.array([2.0])).tolist() == [0.5]
+    with pytest.raises(FormulaError):  # a lift without its turns
+        RecallFormula.of_row({"relevance_numpy": "cos", "factor_numpy": "strength", "score_numpy": "relevance * factor",
+                              "lift_numpy": out["lift"], "conversation_lift_turns": None})

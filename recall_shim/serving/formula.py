@@ -1,12 +1,12 @@
 """The recall score as the build rendered it for numpy: the one definition is macros/recall.sql
-(``recall_relevance``, ``recall_factor``, ``recall_score``); the build publishes their numpy
-rendering, with its var values, in ``recall_queries`` (columns relevance_numpy, factor_numpy,
-score_numpy). This module only checks and evaluates those expressions: it holds no fusion, weight
-or factor of its own.
+(``recall_relevance``, ``recall_factor``, ``recall_score``, ``recall_lift``); the build publishes
+their numpy rendering, with its var values, in ``recall_queries`` (columns relevance_numpy,
+factor_numpy, score_numpy, lift_numpy: '' when the conversation lift is off). This module only
+checks and evaluates those expressions: it holds no fusion, weight or factor of its own.
 
 An expression is accepted only after an allow-list check of its syntax tree: numbers, the input
 names, ``nan``, + - * / (no power), unary minus, one comparison, and calls of ``where``, ``isnan``,
-``coalesce`` and ``nullif`` with positional arguments. Anything else (attributes, subscripts,
+``coalesce``, ``nullif`` and ``maximum`` with positional arguments. Anything else (attributes, subscripts,
 strings, keywords, other names or calls, lambdas, ...) is refused with FormulaError, and so is
 a text over MAX_CHARS. Compiled once per snapshot; evaluated on candidate arrays with builtins
 removed.
@@ -33,7 +33,7 @@ import numpy as np
 from recall_shim.serving.snapshot import connect_snapshot
 
 __all__ = ["FormulaError", "RecallFormula", "near_top", "check_expression", "RELEVANCE_INPUTS", "FACTOR_INPUTS",
-           "SCORE_INPUTS"]
+           "SCORE_INPUTS", "LIFT_INPUTS"]
 
 MAX_CHARS = 4000
 RELEVANCE_INPUTS = frozenset({"cos", "cos_min", "cos_max", "bm25", "vector_rank", "lexical_rank"})
@@ -48,6 +48,8 @@ RELEVANCE_INPUTS = frozenset({"cos", "cos_min", "cos_max", "bm25", "vector_rank"
 FACTOR_INPUTS = frozenset({"strength", "is_question", "is_assistant", "to_assistant", "in_window", "slot_asked",
                            "recency", "asks_current"})
 SCORE_INPUTS = frozenset({"relevance", "factor"})
+# recall_lift's inputs: a memory's score and the best score near it in its conversation (itself included)
+LIFT_INPUTS = frozenset({"score", "best"})
 
 
 def coalesce(x: Any, default: Any) -> Any:
@@ -61,7 +63,7 @@ def nullif(x: Any, value: Any) -> Any:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {"where": np.where, "isnan": np.isnan, "coalesce": coalesce,
-                                            "nullif": nullif}
+                                            "nullif": nullif, "maximum": np.maximum}
 CONSTANTS: dict[str, float] = {"nan": float("nan")}
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt,
               ast.GtE, ast.Load)
@@ -122,10 +124,13 @@ class RecallFormula:
     """The snapshot's relevance, factor and score expressions (numpy rendering of the macros),
     checked and compiled once."""
 
-    def __init__(self, relevance: str, factor: str, score: str) -> None:
+    def __init__(self, relevance: str, factor: str, score: str, lift: str = "", lift_turns: int = 0) -> None:
         self._relevance = _Compiled(relevance, RELEVANCE_INPUTS)
         self._factor = _Compiled(factor, FACTOR_INPUTS)
         self._score = _Compiled(score, SCORE_INPUTS)
+        # the conversation lift (None: off); lift_turns: how many turns around a memory count as near
+        self._lift = _Compiled(lift, LIFT_INPUTS) if lift.strip() else None
+        self.lift_turns = int(lift_turns)
 
     @property
     def texts(self) -> tuple[str, str, str]:
@@ -137,7 +142,23 @@ class RecallFormula:
         texts = [row.get(c) for c in ("relevance_numpy", "factor_numpy", "score_numpy")]
         if any(not isinstance(t, str) for t in texts):
             raise FormulaError("recall_queries lacks the numpy rendering of the recall score: rebuild the store")
-        return cls(*texts)
+        lift = row.get("lift_numpy") or ""  # a snapshot published before the lift has none
+        turns = row.get("conversation_lift_turns")
+        if not isinstance(lift, str) or (lift.strip() and not isinstance(turns, int)):
+            raise FormulaError("recall_queries has a conversation lift without its turns: rebuild the store")
+        return cls(*texts, lift=lift, lift_turns=int(turns or 0))
+
+    @property
+    def lifted(self) -> bool:
+        """Is the conversation lift on (macros/recall.sql recall_lift)?"""
+        return self._lift is not None
+
+    def lift(self, score: Any, best: Any) -> np.ndarray:
+        """The final score of memories of ``score`` whose best near score is ``best`` (the score
+        itself when the lift is off). Non-decreasing in both (tests_py/test_recall_definition.py)."""
+        if self._lift is None:
+            return np.asarray(score, dtype=np.float64)
+        return np.asarray(self._lift({"score": score, "best": best}), dtype=np.float64)
 
     @classmethod
     def of_snapshot(cls, snapshot: Path) -> "RecallFormula":

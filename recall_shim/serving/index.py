@@ -13,6 +13,9 @@ temporary folder, then renamed, so a reader sees a whole index or none). Rows ar
                        said (epoch seconds): factor inputs of questions that ask for a slot or for the
                        current state (recall_shim/serving/asked.py)
     question.npy       episode is a question (bool), an input of the factor (formula.py)
+    ctx_*.npy          the turn context's links (recall_shim/serving/context.py)
+    win_*.npy          which rows are near each other in a conversation: the conversation lift
+                       (recall_shim/serving/window.py); absent when the lift is off
     norm.npy           float64 L2 norms (0 = never ranks)
     fp.npy             fingerprint per row (content, sources, model, dates): the next build reuses rows
                        whose (id64, fp) it finds here (recall_shim/serving/index_reuse.py)
@@ -56,6 +59,7 @@ import duckdb
 import numpy as np
 
 from recall_shim.serving.context import TurnLinks
+from recall_shim.serving.window import TurnWindows
 from recall_shim.serving.formula import RecallFormula, near_top
 from recall_shim.serving.index_heavy import HeavyPrefix, HeavyReader
 from recall_shim.serving.index_ivf import EMPTY_ROWS, valid_hits, load_faiss
@@ -153,6 +157,8 @@ class SnapshotIndex:
         self.strength, self.norm = np.load(folder / "strength.npy"), np.load(folder / "norm.npy")
         self.vrow = np.load(folder / "vrow.npy")
         self.turns = TurnLinks.load(folder)  # the turn context's links (recall_shim/serving/context.py)
+        # the rows near each other in a conversation: the conversation lift (recall_shim/serving/window.py)
+        self.windows = TurnWindows.load(folder)
         question = np.load(folder / "question.npy") if (folder / "question.npy").exists() else np.zeros(len(self.strength), bool)
         # the factor per row, once for each value of the per-intent input to_assistant (the query
         # asks what the assistant said: var assistant_question_pattern, hybrid fusions only)

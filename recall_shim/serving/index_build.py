@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from recall_shim.common.durable import fsync_files
@@ -22,6 +23,7 @@ from recall_shim.serving.index_ivf import build_user_ivf, load_faiss
 from recall_shim.serving.index_reuse import read_snapshot_full, read_snapshot_reusing
 from recall_shim.serving.lookup import positions_unsorted
 from recall_shim.serving.snapshot import connect_snapshot
+from recall_shim.serving.window import TurnWindows
 
 __all__ = ["build_index"]
 
@@ -38,6 +40,31 @@ def _turn_links(con: Any, id64: np.ndarray) -> TurnLinks:
     # a pair with a memory the index does not hold (-1) is dropped by TurnLinks.of
     return TurnLinks.of(positions_unsorted(id64, pairs["neighbour_id64"]), positions_unsorted(id64, pairs["id64"]),
                         np.asarray(pairs["weight"], dtype=np.float64))
+
+
+def _turn_windows(con: Any, id64: np.ndarray) -> TurnWindows:
+    """The rows near each other in a conversation (recall_shim/serving/window.py) when the
+    snapshot's recall has the conversation lift; none otherwise (or for a snapshot without it)."""
+    try:
+        found = con.execute("select lift_numpy, conversation_lift_turns from recall_queries"
+                            " where query_name = 'recall'").fetchall()
+    except duckdb.Error:  # published before the lift
+        return TurnWindows.empty(len(id64))
+    if not found or not (found[0][0] or "").strip():
+        return TurnWindows.empty(len(id64))
+    try:
+        got = con.execute("select (md5_number_upper(memory_id) >> 2)::bigint as id64, user_id, turn_session_id,"
+                          f" turn_seq::bigint as turn_seq {CURRENT} and turn_session_id is not null"
+                          " and turn_seq is not null").fetchnumpy()
+    except duckdb.BinderException:  # memories without turns: none is near another
+        return TurnWindows.empty(len(id64))
+    rows = positions_unsorted(id64, got["id64"])
+    keep = rows >= 0
+    # one group per (user, session): session ids repeat across users
+    pairs = np.char.add(np.char.add(np.asarray(got["user_id"], dtype=str), "\x1f"),
+                        np.asarray(got["turn_session_id"], dtype=str))
+    group = np.unique(pairs, return_inverse=True)[1].reshape(-1)
+    return TurnWindows.build(len(id64), rows[keep], group[keep], np.asarray(got["turn_seq"])[keep], int(found[0][1]))
 
 
 def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
@@ -68,6 +95,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
         if data is None:  # first build, compaction, other dimension: a fresh heavy generation
             data = read_snapshot_full(con, tmp, dim, CURRENT)
         links = _turn_links(con, data["id64"])
+        windows = _turn_windows(con, data["id64"])
     finally:
         con.close()
     read_s = time.monotonic() - started
@@ -87,6 +115,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     np.save(tmp / "norm.npy", data["norm"])
     np.save(tmp / "vrow.npy", data["vrow"])
     links.save(tmp)
+    windows.save(tmp)
     light_s = time.monotonic() - started - read_s
 
     prefix: HeavyPrefix = data["heavy"]
@@ -102,7 +131,7 @@ def build_index(snapshot: Path, previous: Path | None = None) -> dict[str, Any]:
     stats = {"rows": int(data["n"]), "users": len(users), "indexed_users": 0, "added": 0, "removed": 0, "trained": 0,
              "reused_rows": int(data["reused"]), "appended_rows": int(data["fresh"]),
              "compacted": bool(data["compacted"]), "heavy_rows": prefix.rows, "linked_ivf": 0, "tail_rows": 0,
-             "turn_links": len(links)}
+             "turn_links": len(links), "turn_window_rows": len(windows.order)}
     try:
         for user, lo, hi in zip(users, user_start.tolist(), user_stop.tolist()):
             if hi - lo <= settings.min_rows:

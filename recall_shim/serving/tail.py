@@ -162,6 +162,12 @@ class HotTail(TailWorker[TailState]):
                                " where query_name = 'recall'").fetchone()
         self._statements = rows if set(STATEMENTS) <= set(rows) and settings else None
         self._links_sql = rows.get("turn_links")  # a snapshot without the turn context: none
+        try:  # the conversation lift's turns; None when it is off (or the snapshot is older than it)
+            lift = con.execute("select lift_numpy, conversation_lift_turns from recall_queries"
+                               " where query_name = 'recall'").fetchone()
+        except duckdb.BinderException:
+            lift = None
+        self._lift_turns = int(lift[1]) if lift and (lift[0] or "").strip() else None
         if self._statements is not None:
             self._con.execute(self._statements["tail_seeds"])  # the rules' seed tables, once per snapshot
         if settings:
@@ -287,10 +293,12 @@ class HotTail(TailWorker[TailState]):
         for s in dicts(self._con.execute(self._statements["tail_term_stats"])):
             stats.setdefault(s["user_id"], []).append(s)
         links = self._turn_links(visible)
+        turns = self._turn_rows(visible)
         for u, mems in visible.items():
             if mems:
                 self._users[u] = UserTail.of(mems, [t for t in self._terms.get(u, []) if t["memory_id"] in ids],
-                                             stats.get(u, []), MEMORY_COLUMNS, links.get(u))
+                                             stats.get(u, []), MEMORY_COLUMNS, links.get(u), turns.get(u),
+                                             self._lift_turns)
             else:
                 self._users.pop(u, None)
 
@@ -314,6 +322,35 @@ class HotTail(TailWorker[TailState]):
             cur.close()
         users = np.asarray(found["user_id"], dtype=object)
         return {u: {k: np.asarray(v)[users == u] for k, v in found.items()} for u in set(users.tolist())}
+
+    def _turn_rows(self, visible: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, np.ndarray]]:
+        """Per user, when the snapshot's recall has the conversation lift: the turn (session, seq)
+        of each of the user's snapshot memories and visible tail memories (recall_shim/serving/
+        window.py makes the windows in the recall's block positions)."""
+        users = [u for u, ms in visible.items() if ms]
+        if self._lift_turns is None or not users:
+            return {}
+        con = self._reader.connection()
+        cur = con.cursor()
+        try:
+            snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+            found = cur.execute("select user_id, memory_id, (md5_number_upper(memory_id) >> 2)::bigint as id64,"
+                                f" turn_session_id, turn_seq::bigint as turn_seq from {snap}.main.long_term_memory"
+                                " where valid_to is null and turn_session_id is not null and turn_seq is not null"
+                                " and list_contains(?::varchar[], user_id)", [users]).fetchall()
+        finally:
+            cur.close()
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for u, m, id64, session, seq in found:
+            rows.setdefault(u, []).append((m, id64, session, seq))
+        for u in users:
+            rows.setdefault(u, []).extend((m["memory_id"], -1, m.get("turn_session_id"), m.get("turn_seq"))
+                                          for m in visible[u]
+                                          if m.get("turn_session_id") is not None and m.get("turn_seq") is not None)
+        return {u: {"memory_id": np.array([r[0] for r in got], dtype=object),
+                    "id64": np.array([r[1] for r in got], dtype=np.int64),
+                    "session": np.array([r[2] for r in got], dtype=object),
+                    "seq": np.array([r[3] for r in got], dtype=np.int64)} for u, got in rows.items()}
 
     def _embed(self, memories: list[dict[str, Any]]) -> None:
         """Each memory's vector: the store's model, the form the build embeds its kind in."""

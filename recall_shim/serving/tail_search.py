@@ -30,6 +30,7 @@ from recall_shim.serving.index import TIE_MARGIN, Hit, Payload, row_dots
 from recall_shim.serving.lookup import positions, values_at
 from recall_shim.serving.recalled import as_date, as_datetime
 from recall_shim.serving.terms import BM25Stats, bm25_term, tokenize
+from recall_shim.serving.window import TurnWindows, best_near
 
 __all__ = ["TailState", "UserTail", "search_with_tail"]
 
@@ -60,11 +61,17 @@ class UserTail:
     # the turn context's links of the user over the snapshot and the tail (published turn_links:
     # user_id, memory_id, neighbour_id, weight, id64, neighbour_id64), None without the turn context
     links: dict[str, np.ndarray] | None = None
+    # the turns of the user's snapshot memories and of these (tail.py _turn_rows: memory_id, id64,
+    # session, seq) and the conversation lift's turns: None when the lift is off
+    turns: dict[str, np.ndarray] | None = None
+    lift_turns: int | None = None
     _turns: dict[tuple[str, int, int], TurnLinks] = field(default_factory=dict, repr=False)
+    _windows: dict[tuple[str, int, int], TurnWindows] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, memories: list[dict[str, Any]], terms: list[dict[str, Any]], stats: list[dict[str, Any]],
-           columns: Sequence[str], links: dict[str, np.ndarray] | None = None) -> "UserTail":
+           columns: Sequence[str], links: dict[str, np.ndarray] | None = None,
+           turns: dict[str, np.ndarray] | None = None, lift_turns: int | None = None) -> "UserTail":
         """From the tail's memory rows, term rows and term statistics of one user."""
         pos = {m["memory_id"]: i for i, m in enumerate(memories)}
         vectors = np.asarray([m["embedding"] for m in memories], dtype=np.float32).reshape(len(memories), -1)
@@ -91,7 +98,8 @@ class UserTail:
             n_docs=float(stats[0]["n_docs"]) if stats else 0.0,
             avg_doc_len=float(stats[0]["avg_doc_len"]) if stats else 0.0,
             df={s["term"]: float(s["df"]) for s in stats},
-            rows=[{c: m.get(c) for c in columns} for m in memories], term_rows=list(terms), links=links)
+            rows=[{c: m.get(c) for c in columns} for m in memories], term_rows=list(terms), links=links,
+            turns=turns, lift_turns=lift_turns)
 
     def payload_of(self, p: int) -> Payload:
         """Tail memory ``p``'s payload, as the index's payload_of gives a snapshot row's."""
@@ -128,6 +136,24 @@ class UserTail:
                                    place(self.links["memory_id"], self.links["id64"]), self.links["weight"])
             self._turns[key] = out
         return self._turns[key]
+
+    def windows(self, ix: Any, lo: int, hi: int) -> TurnWindows | None:
+        """The conversation lift's windows in block positions (as turn_links), None when the
+        lift is off for this tail."""
+        if self.lift_turns is None or self.turns is None:
+            return None
+        key = (str(ix.folder), lo, hi)
+        if key not in self._windows:
+            nb = hi - lo
+            pos = {m: i for i, m in enumerate(self.memory_id)}
+            at = np.array([nb + pos[m] if m in pos else -1 for m in self.turns["memory_id"].tolist()], dtype=np.int64)
+            rest = np.flatnonzero(at < 0)
+            at[rest] = positions(np.asarray(ix.id64[lo:hi]), self.turns["id64"][rest])
+            keep = at >= 0
+            group = np.unique(self.turns["session"][keep].astype(str), return_inverse=True)[1].reshape(-1)
+            self._windows[key] = TurnWindows.build(nb + len(self.memory_id), at[keep], group,
+                                                   self.turns["seq"][keep], self.lift_turns)
+        return self._windows[key]
 
     def bm25(self, terms: Sequence[str], stats: BM25Stats, k1: float, b: float) -> np.ndarray:
         out = np.zeros(len(self.memory_id))
@@ -186,6 +212,8 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
     searcher.check_time_scope(texts)
     if any(searcher.asked_slots(t) or searcher.asks_current(t) for t in texts or ()):
         raise Unserved("a question that asks for a slot or the current state runs as compiled over a tail user")
+    if searcher.index.formula.lifted and tail.lift_turns is None:
+        raise Unserved("a tail made without the conversation lift's turns runs as compiled")
     ix, f, lexicon = searcher.index, searcher.index.formula, searcher.lexicon
     q64 = np.asarray(vectors, dtype=np.float64).reshape(-1, ix.dim)
     lo, hi = ix.block(user_id)
@@ -232,6 +260,11 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
             out.append([])
             continue
         mn, mx = float(every.min()), float(every.max())
+        windows = tail.windows(ix, lo, hi)
+        if f.lifted and windows is not None:
+            out.append(_lifted(searcher, tail, windows, lo, hi, rows, exact(rows) if len(rows) else np.zeros(0),
+                               values_at(l_rows, l_score, rows), fac, cos_t, ok_t, ls_t, fac_t, mn, mx, top_k, min_sim))
+            continue
         hits: list[Hit] = []
         if len(rows):
             ls = values_at(l_rows, l_score, rows)
@@ -243,3 +276,35 @@ def search_with_tail(searcher: HybridSearcher, con: duckdb.DuckDBPyConnection, u
         hits.sort(key=lambda h: (-h.score, h.memory_id.encode()))
         out.append(hits[:top_k])
     return out
+
+
+def _lifted(searcher: HybridSearcher, tail: UserTail, windows: TurnWindows, lo: int, hi: int, rows: np.ndarray,
+            cos: np.ndarray, ls: np.ndarray, fac: np.ndarray, cos_t: np.ndarray, ok_t: np.ndarray, ls_t: np.ndarray,
+            fac_t: np.ndarray, mn: float, mx: float, top_k: int, min_sim: float) -> list[Hit]:
+    """The conversation lift over the snapshot's and the tail's memories of a user (both scored
+    exactly: a tail memory may be near any of the user's memories), in block positions: the
+    snapshot's row r is r - lo, tail memory p is (hi - lo) + p."""
+    f = searcher.index.formula
+    nb = hi - lo
+    t_pos = np.flatnonzero(ok_t)
+    score = np.concatenate([searcher.score_rows(rows, cos, ls, mn, mx, fac) if len(rows) else np.zeros(0),
+                            f.score(f.relevance(cos=np.clip(cos_t[t_pos], mn, mx), cos_min=mn, cos_max=mx,
+                                                bm25=ls_t[t_pos]), fac_t[t_pos])])
+    at = np.concatenate([rows - lo, nb + t_pos])  # ascending: the block's rows, then the tail's
+    c = np.concatenate([cos, cos_t[t_pos]])
+    ranked = np.isfinite(c) & (c >= min_sim) & np.isfinite(score)
+    final = f.lift(score, best_near(windows, at, at[ranked], score[ranked]))
+    lex = np.concatenate([ls, ls_t[t_pos]])
+    ix = searcher.index
+    hits = []
+    for i in np.flatnonzero(ranked).tolist():
+        if at[i] < nb:
+            r = int(at[i]) + lo
+            hits.append(Hit(r, ix.memory_id[r].decode(), ix.kinds[ix.kind[r]], float(c[i]), float(ix.strength[r]),
+                            float(final[i]), float(lex[i])))
+        else:
+            p = int(at[i]) - nb
+            hits.append(Hit(-(p + 1), tail.memory_id[p], tail.kind[p], float(c[i]), float(tail.strength[p]),
+                            float(final[i]), float(lex[i])))
+    hits.sort(key=lambda h: (-h.score, h.memory_id.encode()))
+    return hits[:top_k]
