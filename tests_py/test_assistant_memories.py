@@ -138,9 +138,11 @@ def test_the_weight_falls_on_the_assistant_unless_the_question_asks_what_it_said
     same moment, so only the weight changes). About the user: an assistant memory scores 0.5 (the
     shipped var) of its relevance; asking what the assistant said: every other memory does."""
     about_user, to_assistant = "a laptop for illustration work", "which laptop did you recommend for illustration?"
+    # the conversation lift off in both: the final score is not linear in the factor
+    store.build(vars={"as_of": AS_OF, "conversation_lift_weight": 0})
     weighted = [{h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
                 for q in (about_user, to_assistant)]
-    store.build(vars={"as_of": AS_OF, "assistant_memory_weight": 1.0})
+    store.build(vars={"as_of": AS_OF, "assistant_memory_weight": 1.0, "conversation_lift_weight": 0})
     plain = [{h.memory_id: h for h in store.recall(q, user_id="ines", top_k=20, min_sim=-1)}
              for q in (about_user, to_assistant)]
     for asks, w, p in zip((False, True), weighted, plain):

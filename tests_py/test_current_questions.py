@@ -95,7 +95,9 @@ def test_the_index_answers_as_the_compiled_statement(store: MemoryStore) -> None
             want = run_compiled(reader.connection(), s.sql_text, "lena", [[float(x) for x in vec]], 10, -1.0, kinds,
                                 [question], None, None)[0]
             assert [h.memory_id for h in got] == [m.memory_id for m in want], (question, kinds)
-            assert [h.score for h in got] == pytest.approx([m.score for m in want], abs=2e-5), (question, kinds)
+            # float32 cosines in the statement, float64 in the index: ~1e-5, up to 5 x that after
+            # the conversation lift (1 + 2 x its weight)
+            assert [h.score for h in got] == pytest.approx([m.score for m in want], abs=1e-4), (question, kinds)
 
 
 def test_the_cli_answers_the_current_statement(store: MemoryStore) -> None:

@@ -40,6 +40,9 @@ KINDS = ("preference", "fact", "skill")
 KIND_P = (0.3, 0.5, 0.2)
 BIG_USER = "bench"
 CHUNK = 100_000
+# every memory has a turn: sessions of this many consecutive memories (the turn context and the
+# conversation lift work over them, as in a real store)
+SESSION_TURNS = 24
 VOCAB = 50_000
 TOPIC_WORDS = 3
 FUSIONS = ("vector", "weighted")  # recall_queries_<fusion> tables of every synthetic snapshot
@@ -230,7 +233,8 @@ def write_snapshot(spec: SynthSpec, serving: Path, rq_db: Path) -> Path:
             'mem_' || md5('synthetic|' || i), user_id, kind, null,
             content, embedding,
             timestamp '2026-01-01', null, 0, strength, 1, ['msg_' || i], timestamp '2026-01-01', null,
-            timestamp '2026-06-01', 'synthetic', false, [], [], null, null, null, null from chunk""")
+            timestamp '2026-06-01', 'synthetic', false, [], [], null, null,
+            'sess_' || (i // {TURNS}), i % {TURNS} from chunk""".replace("{TURNS}", str(SESSION_TURNS)))
         con.unregister("chunk")
     # the term index as the dbt models lay it out (memory_term_index.sql, memory_term_stats.sql)
     con.execute("""create table memory_term_index as select memory_id || ':' || term as term_entry_id,

@@ -10,7 +10,9 @@ per row is ``SnapshotIndex.factor`` (the factor's to_assistant false), or ``fact
 intent whose text asks what the assistant said (to_assistant true: var assistant_question_pattern
 on the lower-cased text, as the statement's ``addressed``), chosen per intent, made per
 request for a question that asks for a slot or the current state (recall_shim/serving/asked.py;
-exactly scanned users only: an IVF user's such question runs as compiled). This module
+exactly scanned users only: an IVF user's such question runs as compiled), and the final score
+the conversation lift of that score (recall_shim/serving/lift.py: which rows it scores, and the
+bound it takes). This module
 proposes candidates and bounds the rest:
 threshold on raw cosine, kind filter, NULL/zero/NaN vectors never rank, ties by memory_id.
 
@@ -52,9 +54,8 @@ from recall_shim.serving.lookup import in_sorted, positions, values_at
 from recall_shim.serving.fusion import HYBRID_FUSIONS, Fusion
 from recall_shim.serving.asked import AskedQuestions, question_factor
 from recall_shim.serving.terms import Lexicon, TermPostings, tokenize
-from recall_shim.serving.window import best_near
+from recall_shim.serving.lift import final_bound, rank_lifted, rank_screened_lifted, widen_candidates
 
-_UNSURE = -1e300  # the lower bound of a row that may not be ranked at all (finite: near_top keeps it)
 MIN_PROBES = 2  # the negated-query search (the minimum cosine) probes this many times the lists
 
 
@@ -192,11 +193,6 @@ class HybridSearcher:
             cos = np.clip(cos, mn, mx)
         return f.score(f.relevance(cos=cos, cos_min=mn, cos_max=mx, bm25=ls), fac[rows])
 
-    def final_bound(self, bound: float) -> float:
-        """The largest final score of a memory whose score, and every near memory's, is at most
-        ``bound`` (the lift is non-decreasing in both)."""
-        return float(self.index.formula.lift(np.float64(bound), np.float64(bound)))
-
     def rank_hits(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, top_k: int,
               min_sim: float) -> list[Hit]:
         """Rank (unique) rows with exact cosines and scores: threshold, score desc, memory_id."""
@@ -246,50 +242,13 @@ class HybridSearcher:
         elig = np.flatnonzero((c32 >= min_sim - TIE_MARGIN) & np.isfinite(upper))
         formula = self.index.formula
         if formula.lifted:
-            return self._rank_screened_lifted(rows, c32, exact, ls, mn, mx, fac, top_k, min_sim, upper, elig)
+            return rank_screened_lifted(self, rows, c32, exact, ls, mn, mx, fac, top_k, min_sim, upper, elig)
         if len(elig) > top_k:
             lower = self.score_rows(rows[elig], c32[elig] - TIE_MARGIN, ls[elig], mn, mx, fac)
             elig = elig[near_top(lower, upper[elig], top_k)]
         keep = rows[elig]
         cos = exact(keep)
         return self.rank_hits(keep, cos, self.score_rows(keep, cos, ls[elig], mn, mx, fac), ls[elig], top_k, min_sim)
-
-    def _rank_screened_lifted(self, rows: np.ndarray, c32: np.ndarray, exact: Any, ls: np.ndarray, mn: float,
-                              mx: float, fac: np.ndarray, top_k: int, min_sim: float, upper: np.ndarray,
-                              elig: np.ndarray) -> list[Hit]:
-        """rank_screened with the conversation lift: the final score's bounds take the bounds of the
-        memory's own score and of its near rows' (every row that may pass the threshold lends
-        its upper bound, every row that surely passes its lower); what may reach the top k is
-        then scored exactly together with every row near it."""
-        formula, windows = self.index.formula, self.index.windows
-        assert windows is not None
-        if len(elig) > top_k:
-            lower = self.score_rows(rows, c32 - TIE_MARGIN, ls, mn, mx, fac)
-            sure = np.flatnonzero((c32 >= min_sim + TIE_MARGIN) & np.isfinite(lower))
-            e = rows[elig]
-            f_up = formula.lift(upper[elig], best_near(windows, e, e, upper[elig]))
-            # a row that may miss the threshold has no lower bound: it never sets the k-th
-            surely = np.isin(elig, sure)
-            f_low = formula.lift(lower[elig], best_near(windows, e, rows[sure], lower[sure]))
-            elig = elig[near_top(np.where(surely, f_low, _UNSURE), f_up, top_k)]
-        near = windows.widen(rows[elig])
-        at = positions(rows, near)
-        ext = at[at >= 0]  # positions in rows of the kept rows and of every scoped row near them
-        cos = exact(rows[ext])
-        score = self.score_rows(rows[ext], cos, ls[ext], mn, mx, fac)
-        return self.rank_lifted(rows[ext], cos, score, ls[ext], rows[elig], top_k, min_sim)
-
-    def rank_lifted(self, rows: np.ndarray, cos: np.ndarray, score: np.ndarray, ls: np.ndarray, owners: np.ndarray,
-                    top_k: int, min_sim: float) -> list[Hit]:
-        """Rank ``owners`` (a subset of ``rows``, ascending, whose near rows are all in ``rows``,
-        exactly scored) by their final score: the lift of their score and of the best score among
-        the ranked rows near them (threshold passed, finite score)."""
-        formula, windows = self.index.formula, self.index.windows
-        assert windows is not None
-        ranked = np.isfinite(cos) & (cos >= min_sim) & np.isfinite(score)
-        at = positions(rows, owners)
-        final = formula.lift(score[at], best_near(windows, owners, rows[ranked], score[ranked]))
-        return self.rank_hits(owners, cos[at], final, ls[at], top_k, min_sim)
 
     def _rrf(self, lo: int, hi: int, rows: np.ndarray, cos: np.ndarray, lex: _Lexical, in_scope: np.ndarray,
              top_k: int, min_sim: float, fac: np.ndarray) -> list[Hit]:
@@ -313,7 +272,7 @@ class HybridSearcher:
         rel = formula.relevance(cos=cos, cos_min=float(cos.min()), cos_max=float(cos.max()), bm25=ls,
                                 vector_rank=vrank, lexical_rank=lexical_rank)
         if formula.lifted:  # every scoped row is scored: each one's near rows are among them
-            return self.rank_lifted(rows, cos, formula.score(rel, fac[rows]), ls, rows, top_k, min_sim)
+            return rank_lifted(self, rows, cos, formula.score(rel, fac[rows]), ls, rows, top_k, min_sim)
         return self.rank_hits(rows, cos, formula.score(rel, fac[rows]), ls, top_k, min_sim)
 
     def _search_ivf(self, user_id: str, lo: int, hi: int, qn: np.ndarray, lex: _Lexical, top_k: int,
@@ -423,18 +382,9 @@ class HybridSearcher:
             rows = np.concatenate([a_rows[a_ok], extra])
             cos = np.concatenate([a_cos[a_ok], cosines(extra)])
             owners = None
-            if ix.formula.lifted:
-                # the candidates' near rows and theirs are scored too: then every candidate's and
-                # every near row's final score is exact, and a memory near neither scores at most
-                # the lift of the bound below with itself
+            if ix.formula.lifted:  # the candidates' near rows and theirs are scored too (lift.py)
                 assert ix.windows is not None
-                owners = np.sort(rows)
-                near = ix.windows.widen(owners)
-                near = near[in_scope(near)] if len(near) else near
-                far = ix.windows.widen(near)
-                far = np.setdiff1d(far[in_scope(far)] if len(far) else far, owners, assume_unique=True)
-                owners = np.union1d(owners, near)
-                more = np.setdiff1d(np.union1d(near, far), rows)
+                owners, more = widen_candidates(ix.windows, rows, in_scope)
                 rows, cos = np.concatenate([rows, more]), np.concatenate([cos, cosines(more)])
             if f.method == "weighted" and len(cos):  # every scoped cosine seen bounds min and max
                 mn, mx = min(mn, float(cos.min())), max(mx, float(cos.max()))
@@ -442,13 +392,13 @@ class HybridSearcher:
             if owners is not None:
                 by = np.argsort(rows)
                 rows, cos, ls = rows[by], cos[by], ls[by]
-                hits = self.rank_lifted(rows, cos, self.score_rows(rows, cos, ls, mn, mx, fac), ls, owners, top_k,
-                                        min_sim)
+                hits = rank_lifted(self, rows, cos, self.score_rows(rows, cos, ls, mn, mx, fac), ls, owners, top_k,
+                                   min_sim)
             else:
                 hits = self.rank_hits(rows, cos, self.score_rows(rows, cos, ls, mn, mx, fac), ls, top_k, min_sim)
             kth = hits[-1].score if len(hits) == top_k else -np.inf
             if f.method == "lexical":
-                bound = self.final_bound(ix.formula.bound(float(ix.formula.relevance(bm25=b_next)), f_min, f_max))
+                bound = final_bound(ix.formula, ix.formula.bound(float(ix.formula.relevance(bm25=b_next)), f_min, f_max))
                 if kth - TIE_MARGIN > bound:
                     return hits
                 if m >= len(lex.rows):  # fewer than top_k lexical matches: the rest tie at 0 by memory_id
@@ -465,7 +415,7 @@ class HybridSearcher:
             at = ix.formula.relevance(cos=np.array([c_top, mn, c_top, mn]), cos_min=mn, cos_max=mx,
                                       bm25=np.array([b_next, 0.0, 0.0, b_next]))
             vec_part, lex_part = float(at[2] - at[1]), float(at[3] - at[1])
-            if kth - TIE_MARGIN > self.final_bound(ix.formula.bound(float(at[0]), f_min, f_max)):
+            if kth - TIE_MARGIN > final_bound(ix.formula, ix.formula.bound(float(at[0]), f_min, f_max)):
                 return hits
             if lex_part > vec_part and m < len(lex.rows):
                 m *= 2

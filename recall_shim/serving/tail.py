@@ -335,22 +335,26 @@ class HotTail(TailWorker[TailState]):
         try:
             snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
             found = cur.execute("select user_id, memory_id, (md5_number_upper(memory_id) >> 2)::bigint as id64,"
-                                f" turn_session_id, turn_seq::bigint as turn_seq from {snap}.main.long_term_memory"
-                                " where valid_to is null and turn_session_id is not null and turn_seq is not null"
-                                " and list_contains(?::varchar[], user_id)", [users]).fetchall()
+                                " turn_session_id as session, turn_seq::bigint as seq"
+                                f" from {snap}.main.long_term_memory where valid_to is null"
+                                " and turn_session_id is not null and turn_seq is not null"
+                                " and list_contains(?::varchar[], user_id)", [users]).fetchnumpy()
         finally:
             cur.close()
-        rows: dict[str, list[tuple[Any, ...]]] = {}
-        for u, m, id64, session, seq in found:
-            rows.setdefault(u, []).append((m, id64, session, seq))
+        owner = np.asarray(found["user_id"], dtype=object)
+        out = {}
         for u in users:
-            rows.setdefault(u, []).extend((m["memory_id"], -1, m.get("turn_session_id"), m.get("turn_seq"))
-                                          for m in visible[u]
-                                          if m.get("turn_session_id") is not None and m.get("turn_seq") is not None)
-        return {u: {"memory_id": np.array([r[0] for r in got], dtype=object),
-                    "id64": np.array([r[1] for r in got], dtype=np.int64),
-                    "session": np.array([r[2] for r in got], dtype=object),
-                    "seq": np.array([r[3] for r in got], dtype=np.int64)} for u, got in rows.items()}
+            mine = owner == u
+            tail = [m for m in visible[u] if m.get("turn_session_id") is not None and m.get("turn_seq") is not None]
+            out[u] = {"memory_id": np.concatenate([np.asarray(found["memory_id"], dtype=object)[mine],
+                                                   np.array([m["memory_id"] for m in tail], dtype=object)]),
+                      "id64": np.concatenate([np.asarray(found["id64"], dtype=np.int64)[mine],
+                                              np.full(len(tail), -1, np.int64)]),
+                      "session": np.concatenate([np.asarray(found["session"], dtype=object)[mine],
+                                                 np.array([m["turn_session_id"] for m in tail], dtype=object)]),
+                      "seq": np.concatenate([np.asarray(found["seq"], dtype=np.int64)[mine],
+                                             np.array([m["turn_seq"] for m in tail], dtype=np.int64)])}
+        return out
 
     def _embed(self, memories: list[dict[str, Any]]) -> None:
         """Each memory's vector: the store's model, the form the build embeds its kind in."""
