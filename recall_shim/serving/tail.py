@@ -25,7 +25,8 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import duckdb
 import numpy as np
@@ -302,24 +303,29 @@ class HotTail(TailWorker[TailState]):
             else:
                 self._users.pop(u, None)
 
+    @contextmanager
+    def _snapshot_cursor(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
+        """A cursor of the reader's snapshot connection and the snapshot's quoted database name."""
+        con = self._reader.connection()
+        cur = con.cursor()
+        try:
+            yield cur, sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        finally:
+            cur.close()
+
     def _turn_links(self, visible: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, np.ndarray]]:
         """Per user: the turn context's links (published turn_links) over the snapshot's memories
         of the user and the visible tail memories, as the next build will compute them."""
         mems = [{c: m.get(c) for c in LINK_SCHEMA.names} for ms in visible.values() for m in ms]
         if self._links_sql is None or not mems:
             return {}
-        con = self._reader.connection()
-        cur = con.cursor()
-        try:
-            snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        with self._snapshot_cursor() as (cur, snap):
             cur.register("tail_link_arrow", pa.Table.from_pylist(mems, schema=LINK_SCHEMA))
             cur.execute("create or replace temp view long_term_memory as select memory_id, user_id, kind, valid_to,"
                         f" turn_session_id, turn_seq from {snap}.main.long_term_memory"
                         " where user_id in (select user_id from tail_link_arrow)"
                         " union all by name select * from tail_link_arrow")
             found = cur.execute(self._links_sql).fetchnumpy()
-        finally:
-            cur.close()
         users = np.asarray(found["user_id"], dtype=object)
         return {u: {k: np.asarray(v)[users == u] for k, v in found.items()} for u in set(users.tolist())}
 
@@ -330,17 +336,12 @@ class HotTail(TailWorker[TailState]):
         users = [u for u, ms in visible.items() if ms]
         if self._lift_turns is None or not users:
             return {}
-        con = self._reader.connection()
-        cur = con.cursor()
-        try:
-            snap = sql_ident(str(con.execute("select current_database()").fetchone()[0]))
+        with self._snapshot_cursor() as (cur, snap):
             found = cur.execute("select user_id, memory_id, (md5_number_upper(memory_id) >> 2)::bigint as id64,"
                                 " turn_session_id as session, turn_seq::bigint as seq"
                                 f" from {snap}.main.long_term_memory where valid_to is null"
                                 " and turn_session_id is not null and turn_seq is not null"
                                 " and list_contains(?::varchar[], user_id)", [users]).fetchnumpy()
-        finally:
-            cur.close()
         owner = np.asarray(found["user_id"], dtype=object)
         out = {}
         for u in users:
