@@ -27,6 +27,7 @@ served by the hot tail (docs/serving.md "Hot tail").
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -202,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds between the starts of the checker's rounds (default 0.1; 0: back to back)")
     ap.add_argument("--target", choices=("duckdb", "postgres"), default="duckdb",
                     help="duckdb (default) or postgres (a bundled pgserver PostgreSQL in the temp folder)")
+    ap.add_argument("--vars", type=json.loads, default=None, metavar="JSON",
+                    help="dbt vars for the base store's build, e.g. '{\"conversation_lift_weight\": 0}' "
+                         "(measure a setting against the shipped one)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     with tempfile.TemporaryDirectory(prefix="freshness-") as tmp:
@@ -229,7 +233,7 @@ def _run(args: argparse.Namespace, store: Any, tmp: Path, env: dict[str, str] | 
                           "message_id": f"base-{u}-{i}"} for i in range(args.base) for j, u in enumerate(users)])
     print(f"building the base store ({args.users} users x {args.base} messages) ...", flush=True)
     t = time.monotonic()
-    store.build()
+    store.build(vars=args.vars)
     print(f"built in {time.monotonic() - t:.1f} s", flush=True)
     with running_server(None if env else store.paths.db, tmp / "server.log", env) as (url, headers):
         with _Readers(url, headers, users, 1, 1):
