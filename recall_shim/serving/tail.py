@@ -293,8 +293,7 @@ class HotTail(TailWorker[TailState]):
         stats: dict[str, list[dict[str, Any]]] = {}
         for s in dicts(self._con.execute(self._statements["tail_term_stats"])):
             stats.setdefault(s["user_id"], []).append(s)
-        links = self._turn_links(visible)
-        turns = self._turn_rows(visible)
+        links, turns = self._turns(visible)
         for u, mems in visible.items():
             if mems:
                 self._users[u] = UserTail.of(mems, [t for t in self._terms.get(u, []) if t["memory_id"] in ids],
@@ -313,49 +312,29 @@ class HotTail(TailWorker[TailState]):
         finally:
             cur.close()
 
-    def _turn_links(self, visible: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, np.ndarray]]:
-        """Per user: the turn context's links (published turn_links) over the snapshot's memories
-        of the user and the visible tail memories, as the next build will compute them."""
+    def _turns(self, visible: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, dict[str, np.ndarray]],
+                                                                         dict[str, dict[str, np.ndarray]]]:
+        """Per user, over the snapshot's memories of the user and the visible tail memories (one
+        view of both): the turn context's links (published turn_links, as the next build will
+        compute them) and, when the recall has the conversation lift, each memory's turn
+        (memory_id, id64, session, seq: recall_shim/serving/window.py makes the windows)."""
         mems = [{c: m.get(c) for c in LINK_SCHEMA.names} for ms in visible.values() for m in ms]
-        if self._links_sql is None or not mems:
-            return {}
+        if not mems or (self._links_sql is None and self._lift_turns is None):
+            return {}, {}
         with self._snapshot_cursor() as (cur, snap):
             cur.register("tail_link_arrow", pa.Table.from_pylist(mems, schema=LINK_SCHEMA))
             cur.execute("create or replace temp view long_term_memory as select memory_id, user_id, kind, valid_to,"
                         f" turn_session_id, turn_seq from {snap}.main.long_term_memory"
                         " where user_id in (select user_id from tail_link_arrow)"
                         " union all by name select * from tail_link_arrow")
-            found = cur.execute(self._links_sql).fetchnumpy()
-        users = np.asarray(found["user_id"], dtype=object)
-        return {u: {k: np.asarray(v)[users == u] for k, v in found.items()} for u in set(users.tolist())}
-
-    def _turn_rows(self, visible: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, np.ndarray]]:
-        """Per user, when the snapshot's recall has the conversation lift: the turn (session, seq)
-        of each of the user's snapshot memories and visible tail memories (recall_shim/serving/
-        window.py makes the windows in the recall's block positions)."""
-        users = [u for u, ms in visible.items() if ms]
-        if self._lift_turns is None or not users:
-            return {}
-        with self._snapshot_cursor() as (cur, snap):
-            found = cur.execute("select user_id, memory_id, (md5_number_upper(memory_id) >> 2)::bigint as id64,"
-                                " turn_session_id as session, turn_seq::bigint as seq"
-                                f" from {snap}.main.long_term_memory where valid_to is null"
-                                " and turn_session_id is not null and turn_seq is not null"
-                                " and list_contains(?::varchar[], user_id)", [users]).fetchnumpy()
-        owner = np.asarray(found["user_id"], dtype=object)
-        out = {}
-        for u in users:
-            mine = owner == u
-            tail = [m for m in visible[u] if m.get("turn_session_id") is not None and m.get("turn_seq") is not None]
-            out[u] = {"memory_id": np.concatenate([np.asarray(found["memory_id"], dtype=object)[mine],
-                                                   np.array([m["memory_id"] for m in tail], dtype=object)]),
-                      "id64": np.concatenate([np.asarray(found["id64"], dtype=np.int64)[mine],
-                                              np.full(len(tail), -1, np.int64)]),
-                      "session": np.concatenate([np.asarray(found["session"], dtype=object)[mine],
-                                                 np.array([m["turn_session_id"] for m in tail], dtype=object)]),
-                      "seq": np.concatenate([np.asarray(found["seq"], dtype=np.int64)[mine],
-                                             np.array([m["turn_seq"] for m in tail], dtype=np.int64)])}
-        return out
+            links = cur.execute(self._links_sql).fetchnumpy() if self._links_sql is not None else None
+            turns = None
+            if self._lift_turns is not None:
+                turns = cur.execute("select user_id, memory_id, (md5_number_upper(memory_id) >> 2)::bigint as id64,"
+                                    " turn_session_id as session, turn_seq::bigint as seq from long_term_memory"
+                                    " where valid_to is null and turn_session_id is not null"
+                                    " and turn_seq is not null").fetchnumpy()
+        return _by_user(links), _by_user(turns)
 
     def _embed(self, memories: list[dict[str, Any]]) -> None:
         """Each memory's vector: the store's model, the form the build embeds its kind in."""
@@ -405,3 +384,11 @@ class HotTail(TailWorker[TailState]):
             self._snapshot = None
             self._clear()
             self._publish(TailState())
+
+
+def _by_user(found: dict[str, np.ndarray] | None) -> dict[str, dict[str, np.ndarray]]:
+    """Columns with a user_id column, split per user (an object array per column)."""
+    if found is None:
+        return {}
+    users = np.asarray(found["user_id"], dtype=object)
+    return {u: {k: np.asarray(v)[users == u] for k, v in found.items()} for u in set(users.tolist())}
