@@ -61,7 +61,7 @@ class UserTail:
     # the turn context's links of the user over the snapshot and the tail (published turn_links:
     # user_id, memory_id, neighbour_id, weight, id64, neighbour_id64), None without the turn context
     links: dict[str, np.ndarray] | None = None
-    # the turns of the user's snapshot memories and of these (tail.py _turn_rows: memory_id, id64,
+    # the turns of the user's snapshot memories and of these (tail.py _turns: memory_id, id64,
     # session, seq) and the conversation lift's turns: None when the lift is off
     turns: dict[str, np.ndarray] | None = None
     lift_turns: int | None = None
